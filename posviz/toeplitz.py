@@ -83,8 +83,50 @@ def _max_abs(x: np.ndarray) -> float:
     return m if np.isfinite(m) and m > 0 else 1.0
 
 
+def skewed_sums(n: int, rows, *, block: int = 256) -> tuple[np.ndarray, float]:
+    """Diagonal sums and sum of squares of an ``n x n`` matrix given by row blocks.
+
+    Parameters
+    ----------
+    n
+        Matrix size.
+    rows
+        ``rows(i0, i1) -> A[i0:i1]``.
+    block
+        Rows per block (memory ``O(block * n)``).
+
+    Returns
+    -------
+    sums, total_sq
+        ``sums[k + n - 1]`` is the sum of the diagonal at offset ``k = j - i``.
+
+    Notes
+    -----
+    Each block is copied into a zeroed buffer with row ``i`` shifted right by
+    ``n - 1 - i`` (one strided assignment): the diagonals become columns, summed
+    in one vectorised pass, with no index arrays (several times faster than
+    ``bincount``).
+    """
+    if n == 1:  # the shifted rows below need a row stride 2n - 2 >= n
+        a = np.asarray(rows(0, 1), dtype=np.float64)
+        return a[:, 0].copy(), float(np.sum(a * a))
+    width = 2 * n - 1
+    sums = np.zeros(width)
+    total_sq = 0.0
+    buf = np.empty(min(block, n) * width + n)
+    for i0 in range(0, n, block):
+        blk = rows(i0, min(n, i0 + block))
+        b = blk.shape[0]
+        buf.fill(0.0)
+        # flat index of A[i0 + t, j] is t (2n - 1) + (j - t - i0) + n - 1 = t (2n - 2) + (n - 1 - i0) + j
+        buf[n - 1 - i0 : n - 1 - i0 + b * (width - 1)].reshape(b, width - 1)[:, :n] = blk
+        sums += buf[: b * width].reshape(b, width).sum(axis=0)
+        total_sq += float(np.sum(blk * blk))
+    return sums, total_sq
+
+
 def diagonal_sums_dense(matrix: np.ndarray) -> DiagonalSums:
-    """Diagonal statistics of a dense square matrix (the reference computation).
+    """Diagonal statistics of a dense square matrix.
 
     Parameters
     ----------
@@ -96,15 +138,7 @@ def diagonal_sums_dense(matrix: np.ndarray) -> DiagonalSums:
         raise ValueError(f"expected a square matrix, got shape {a.shape}")
     scale = _max_abs(a)
     n = a.shape[0]
-    # Row blocks keep the index arrays small (O(block * n)) even for large n.
-    sums = np.zeros(2 * n - 1)
-    total_sq = 0.0
-    cols = np.arange(n)
-    for i0 in range(0, n, 256):
-        blk = a[i0 : i0 + 256] / scale
-        idx = cols[None, :] - np.arange(i0, i0 + blk.shape[0])[:, None] + n - 1
-        sums += np.bincount(idx.ravel(), weights=blk.ravel(), minlength=2 * n - 1)
-        total_sq += float(np.sum(blk * blk))
+    sums, total_sq = skewed_sums(n, lambda i0, i1: a[i0:i1] / scale)
     diag = np.diag(a) / scale
     return DiagonalSums(n, sums, float(sums.sum()), total_sq, float(np.sum(diag * diag)), scale)
 
@@ -582,15 +616,54 @@ def null_baseline(
     # permuted: compute them once, and only the diagonal sums per draw.
     base = diagonal_sums_factored(e) if base is None else base
     scaled = e / np.sqrt(base.scale)
+    return _null_draws(base, lambda perm: _diagonal_sums_fft(scaled[perm], None), draws, seed)
+
+
+def _null_draws(base: DiagonalSums, permuted_sums, draws: int, seed: int) -> np.ndarray:
+    """R^2 (full, off-diagonal) of ``draws`` seeded row permutations.
+
+    ``permuted_sums(perm)`` returns the diagonal sums of ``A[perm][:, perm]`` in
+    the units of ``base``; everything else in ``base`` is permutation invariant.
+    """
     rng = np.random.default_rng(seed)
     out = np.empty((draws, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PosvizWarning)
         for t in range(draws):
-            sums = _diagonal_sums_fft(scaled[rng.permutation(e.shape[0])], None)
+            sums = permuted_sums(rng.permutation(base.n))
             ds = DiagonalSums(base.n, sums, base.total, base.total_sq, base.diag_sq, base.scale)
             out[t] = (toeplitzness_from_sums(ds), toeplitzness_from_sums(ds, exclude_diagonal=True))
     return out
+
+
+#: ``score_embeddings`` builds ``P`` (at most 32 MiB) for up to this many
+#: positions: one matrix product and a few ``O(n^2)`` passes then cost less than
+#: the closed form's FFTs and ``d x d`` Gram matrices, and every sum is exact.
+DENSE_POSITIONS = 2048
+
+
+def _score_dense(e: np.ndarray, null_draws: int, seed: int) -> tuple[float, ...]:
+    """R^2, off-diagonal R^2, null means and sds of ``P = E E^T``, building ``P``."""
+    from posviz.permutation import expected_toeplitzness, moments_dense
+
+    es = e / _max_abs(e)
+    p = es @ es.T
+    p /= _max_abs(p)  # the units of ds (scale 1): nothing overflows below
+    ds = diagonal_sums_dense(p)
+    n = p.shape[0]
+    rows = lambda i0, i1: p[i0:i1]  # noqa: E731
+    r2, r2_off = (toeplitzness_from_rows(n, rows, ds, exclude_diagonal=x) for x in (False, True))
+    nm = ns = nmo = nso = float("nan")
+    if null_draws > 0:
+        m = moments_dense(p)
+        nm, nmo = float(expected_toeplitzness(m)), float(expected_toeplitzness(m, exclude_diagonal=True))
+    if null_draws > 1:
+        # rows and columns of P permuted together, a block of rows at a time
+        def permuted_sums(perm):
+            return skewed_sums(n, lambda i0, i1: p.take(perm[i0:i1], axis=0).take(perm, axis=1))[0]
+
+        ns, nso = (float(x) for x in _null_draws(ds, permuted_sums, null_draws, seed).std(axis=0, ddof=1))
+    return r2, r2_off, nm, nmo, ns, nso
 
 
 def score_embeddings(
@@ -616,8 +689,13 @@ def score_embeddings(
     seed
         Seed for the permutations.
     method
-        As in :func:`toeplitzness` (the null draws always use the closed form:
-        they estimate a spread, and need no more precision than that).
+        ``auto`` (default): for at most :data:`DENSE_POSITIONS` positions, build
+        ``P`` and sum over it directly (R^2 by two passes, the null mean from
+        :func:`posviz.permutation.moments_dense`, each null draw from ``P``
+        with rows and columns permuted); above that, as in :func:`toeplitzness`
+        (never building ``P``). ``closed`` and ``exact`` as in
+        :func:`toeplitzness`, with the null draws by the closed form (they
+        estimate a spread, and need no more precision than that).
 
     Examples
     --------
@@ -629,21 +707,23 @@ def score_embeddings(
     e = normalize_embeddings(embeddings, normalize)
     if e.shape[0] < 2:
         raise ValueError("Toeplitzness needs at least 2 positions")
-    ds = diagonal_sums_factored(e)
     n, d = e.shape
-    if method == "exact" or (method == "auto" and n * n * d <= EXACT_LIMIT):
-        es = e / _max_abs(e)  # the units of ds
-        rows = lambda i0, i1: es[i0:i1] @ es.T  # noqa: E731
-        r2, r2_off = (toeplitzness_from_rows(n, rows, ds, exclude_diagonal=x) for x in (False, True))
+    if method == "auto" and n <= DENSE_POSITIONS:
+        r2, r2_off, nm, nmo, ns, nso = _score_dense(e, null_draws, seed)
     else:
-        r2, r2_off = (toeplitzness_from_sums(ds, exclude_diagonal=x) for x in (False, True))
-    nm = ns = nmo = nso = float("nan")
-    how = ""
-    if null_draws > 0:
-        nm, nmo = exact_null_mean(e)
+        ds = diagonal_sums_factored(e)
+        if method == "exact" or (method == "auto" and n * n * d <= EXACT_LIMIT):
+            es = e / _max_abs(e)  # the units of ds
+            rows = lambda i0, i1: es[i0:i1] @ es.T  # noqa: E731
+            r2, r2_off = (toeplitzness_from_rows(n, rows, ds, exclude_diagonal=x) for x in (False, True))
+        else:
+            r2, r2_off = (toeplitzness_from_sums(ds, exclude_diagonal=x) for x in (False, True))
+        nm = ns = nmo = nso = float("nan")
+        if null_draws > 0:
+            nm, nmo = exact_null_mean(e)
         if null_draws > 1:
             ns, nso = (float(x) for x in null_baseline(e, draws=null_draws, seed=seed, base=ds).std(axis=0, ddof=1))
-        how = null_method_text(null_draws, seed)
+    how = null_method_text(null_draws, seed) if null_draws > 0 else ""
     return ToeplitzScore(
         toeplitzness=r2,
         toeplitzness_offdiag=r2_off,

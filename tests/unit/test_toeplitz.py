@@ -232,13 +232,54 @@ def test_score_uses_exact_null_mean_and_sampled_sd():
     e = np.random.default_rng(8).normal(size=(128, 16)) + np.sin(np.arange(128) / 7)[:, None]
     s = score_embeddings(e, null_draws=40, seed=3)
     draws = null_baseline(e, draws=40, seed=3)
-    assert (s.null_mean, s.null_mean_offdiag) == exact_null_mean(e)
+    assert (s.null_mean, s.null_mean_offdiag) == pytest.approx(exact_null_mean(e), rel=1e-12)
     assert s.null_std == pytest.approx(draws[:, 0].std(ddof=1))
     # the sampled mean agrees with the exact one within its standard error
     assert abs(draws[:, 0].mean() - s.null_mean) < 4 * s.null_std / np.sqrt(40)
     assert "exact mean over all row permutations" in s.null_method
     none = score_embeddings(e, null_draws=0)
     assert np.isnan(none.null_mean) and np.isnan(none.excess) and none.null_method == ""
+
+
+@pytest.mark.parametrize("normalize", ["none", "cosine", "center"])
+def test_dense_path_for_small_n_equals_the_factored_paths_and_the_reference(normalize):
+    """``auto`` builds P for n <= DENSE_POSITIONS; every statistic must match the paths that never do."""
+    rng = np.random.default_rng(11)
+    e = rng.normal(size=(300, 24)) + 3 * np.cos(np.arange(300)[:, None] / rng.uniform(3, 40, size=24))
+    auto = score_embeddings(e, normalize=normalize, null_draws=6, seed=4)
+    for method in ("closed", "exact"):
+        other = score_embeddings(e, normalize=normalize, null_draws=6, seed=4, method=method)
+        for field in ("toeplitzness", "toeplitzness_offdiag", "null_mean", "null_mean_offdiag", "null_std", "null_std_offdiag"):
+            assert getattr(auto, field) == pytest.approx(getattr(other, field), rel=1e-9, abs=1e-14), (method, field)
+    ref = normalize_embeddings(e, normalize)
+    assert auto.toeplitzness == pytest.approx(dense_r2(ref @ ref.T), rel=1e-9)
+    assert auto.toeplitzness_offdiag == pytest.approx(dense_r2(ref @ ref.T, exclude_diagonal=True), rel=1e-9)
+    # the null sd comes from the same seeded permutations whichever path computes it
+    draws = null_baseline(e, normalize=normalize, draws=6, seed=4)
+    assert auto.null_std == pytest.approx(draws[:, 0].std(ddof=1), rel=1e-9)
+
+
+def test_dense_path_is_only_taken_up_to_its_limit(monkeypatch):
+    import posviz.toeplitz as tz
+
+    e = np.random.default_rng(2).normal(size=(40, 8))
+    calls = []
+    real = tz._score_dense
+    monkeypatch.setattr(tz, "_score_dense", lambda *a: calls.append(a) or real(*a))
+    tz.score_embeddings(e, null_draws=2)
+    monkeypatch.setattr(tz, "DENSE_POSITIONS", 39)
+    tz.score_embeddings(e, null_draws=2)
+    tz.score_embeddings(e, null_draws=2, method="closed")
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 255, 256, 257, 600])
+def test_dense_diagonal_sums_match_traces(n):
+    a = np.random.default_rng(n).normal(size=(n, n)) * 1e3
+    ds = diagonal_sums_dense(a)
+    want = [np.trace(a, offset=k) for k in range(-(n - 1), n)]
+    np.testing.assert_allclose(ds.sums * ds.scale, want, rtol=1e-12, atol=1e-9)
+    assert ds.total_sq * ds.scale**2 == pytest.approx(np.sum(a * a), rel=1e-12)
 
 
 def test_fft_length_is_scipys_next_fast_len():
