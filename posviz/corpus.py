@@ -13,8 +13,8 @@ Corpus specs, in the order they are read:
   ``train`` split's ``text`` column), failing at once when offline.
 
 Tokenizer: an existing one (folder, or hub id, resolved like models) or, by
-default, a lower-cased BPE trained on the corpus with ``tokenizers``
-(:func:`train_tokenizer`).
+default, a lower-cased BERT-style WordPiece trained on the corpus with
+``tokenizers`` (:func:`train_tokenizer`).
 """
 
 from __future__ import annotations
@@ -191,15 +191,62 @@ def load_corpus(specs: Sequence[str]) -> list[str]:
 # ---- tokenizer --------------------------------------------------------------------
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int = 8000, model_max_length: int = 512):
-    """A lower-cased subword (BPE) tokenizer trained on ``texts``, deterministically.
+def _wordpiece_vocab(bpe_vocab: dict[str, int]) -> dict[str, int]:
+    """A WordPiece vocabulary from a BPE one whose word starts are marked with ``▁``.
 
-    Normalisation as BERT's (lower case, accents stripped), words split at spaces
-    and punctuation, word starts marked with ``▁`` (SentencePiece style, so text
-    decodes back). BPE rather than WordPiece because the ``tokenizers`` WordPiece
-    trainer does not give the same vocabulary twice on the same text, and a run
-    must be reproducible from its seed. Returns a ``PreTrainedTokenizerFast`` with
-    ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (ids 0-4) that wraps texts as ``[CLS] ... [SEP]``.
+    ``▁word`` becomes ``word`` and a word-internal ``piece`` becomes ``##piece``
+    (what ``WordPiece.from_bpe`` does for BPE trained with the ``##`` prefix);
+    every single character is added in both forms so that no word falls back to
+    ``[UNK]`` for want of a first letter. Ids follow the BPE ids (merge order).
+    """
+    out: dict[str, int] = {}
+
+    def add(token: str) -> None:
+        if token and token not in out:
+            out[token] = len(out)
+
+    ordered = sorted(bpe_vocab, key=bpe_vocab.__getitem__)
+    for token in ordered:
+        if token in SPECIAL_TOKENS:
+            add(token)
+        elif token.startswith("▁"):
+            add(token[1:])
+        else:
+            add("##" + token)
+    for token in ordered:
+        if len(token) == 1 and token != "▁" and token not in SPECIAL_TOKENS:
+            add(token)
+    return out
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 8000, model_max_length: int = 512):
+    """A lower-cased WordPiece tokenizer (as BERT's) trained on ``texts``, deterministically.
+
+    Parameters
+    ----------
+    texts
+        Training documents.
+    vocab_size
+        Target size of the subword vocabulary (the result may differ by the
+        characters added in both word-initial and ``##`` form).
+    model_max_length
+        Recorded in the tokenizer (the longest sequence the model takes).
+
+    Returns
+    -------
+    transformers.PreTrainedTokenizerFast
+        Normalisation and pre-tokenisation as BERT's (lower case, accents
+        stripped, split at whitespace and punctuation), ``[PAD] [UNK] [CLS] [SEP]
+        [MASK]`` as ids 0-4, texts wrapped as ``[CLS] ... [SEP]``.
+
+    Notes
+    -----
+    ``tokenizers``' WordPiece trainer runs the BPE trainer and converts its
+    vocabulary, but with the ``##`` prefix it breaks ties between equally
+    frequent pairs in hash order, so two runs on the same text give different
+    vocabularies. Here the BPE trainer runs on words marked with a ``▁`` start
+    (its deterministic mode; a run must be reproducible from its seed) and the
+    same conversion is done in :func:`_wordpiece_vocab`.
     """
     from tokenizers import (
         Tokenizer,
@@ -212,12 +259,16 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 8000, model_max_leng
     )
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
-    tok.decoder = decoders.Metaspace()
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    bpe.normalizer = normalizers.BertNormalizer(lowercase=True)
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
+    bpe.train_from_iterator(texts, trainer=trainer)
+
+    tok = Tokenizer(models.WordPiece(_wordpiece_vocab(bpe.get_vocab()), unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

@@ -65,7 +65,7 @@ class TrainOptions:
     out
         Run folder.
     tokenizer
-        Existing tokenizer (folder or hub id); ``None`` trains a BPE tokenizer on the corpus.
+        Existing tokenizer (folder or hub id); ``None`` trains a WordPiece tokenizer on the corpus.
     size
         ``tiny``, ``small`` or ``base``.
     steps, seq_len, seed, batch_size

@@ -73,7 +73,7 @@ class _Display:
 def command(
     scheme: Annotated[Scheme | None, typer.Option("--scheme", help="Positional scheme (absolute+tisa: TISA beside E_P; tupe-r: TUPE with T5 buckets).", show_default=False)] = None,
     corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, stdlib-docstrings[:N] (offline demo) or a HF dataset id; repeatable.", show_default=False)] = None,
-    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a BPE tokenizer on the corpus.", show_default=False)] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a WordPiece tokenizer on the corpus.", show_default=False)] = None,
     size: Annotated[Size | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads) or base (ALBERT base: 12×768, 12 heads). (default: tiny)", show_default=False)] = None,
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps. (default: 500)", show_default=False)] = None,
     seq_len: Annotated[int | None, typer.Option("--seq-len", min=8, max=8192, help="Tokens per block, = max positions. (default: 128)", show_default=False)] = None,

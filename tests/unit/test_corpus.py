@@ -87,6 +87,34 @@ def test_tokenizer_training_is_deterministic_and_has_special_tokens():
     assert a.decode(enc, skip_special_tokens=True) == "return the sum of x."
 
 
+def test_trained_tokenizer_is_a_bert_style_wordpiece():
+    import json
+
+    texts = stdlib_docstrings(300)
+    tok = train_tokenizer(texts, 1000)
+    spec = json.loads(tok.backend_tokenizer.to_str())
+    assert spec["model"]["type"] == "WordPiece" and spec["pre_tokenizer"]["type"] == "BertPreTokenizer"
+    pieces = tok.tokenize("Zyxomatic")
+    assert len(pieces) > 1 and pieces[0].startswith("z") and all(p.startswith("##") for p in pieces[1:])
+    # no character of the corpus is unknown: every letter exists word-initially and as ##letter
+    ids = [i for t in texts for i in tok.encode(t, add_special_tokens=False)]
+    assert tok.unk_token_id not in ids
+
+
+def test_tokenizer_is_identical_across_processes():
+    """tokenizers' own WordPiece trainer breaks ties in hash order, which differs per process."""
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, json; from posviz.corpus import stdlib_docstrings, train_tokenizer;"
+        "v = train_tokenizer(stdlib_docstrings(400), 1500).get_vocab();"
+        "print(hashlib.sha256(json.dumps(sorted(v.items())).encode()).hexdigest())"
+    )
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout for _ in range(3)}
+    assert len(runs) == 1
+
+
 def test_blocks_start_with_cls_and_hold_the_token_stream():
     texts = stdlib_docstrings(40)
     tok = train_tokenizer(texts, 500)
