@@ -26,7 +26,7 @@ demo: setup
 	$(BIN)/posviz toeplitzness $(DEMO_MODEL) --format json -o reports/minilm-toeplitzness.json
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
 		$(BIN)/posviz report $(DEMO_MODEL) -o reports/minilm-report.pdf
-	$(BIN)/pypdfium2 render reports/minilm-report.pdf -o reports --prefix minilm-report-page- --scale 1.25 -f png > /dev/null
+	PYPDFIUM_LOGLEVEL=warning $(BIN)/pypdfium2 render reports/minilm-report.pdf -o reports --prefix minilm-report-page- --scale 1.25 -f png > /dev/null
 	$(BIN)/posviz heads $(DEMO_MODEL) --layer 0 --dpi 100 -o reports/minilm-heads-layer0.png -o reports/minilm-heads-layer0.txt
 	$(BIN)/posviz heads $(DEMO_MODEL) --layers all -o reports/minilm-heads-all-layers.png -o reports/minilm-heads.json
 	cat reports/minilm-toeplitzness.txt
