@@ -190,6 +190,7 @@ def toeplitzness_vs_performance(
     exclude_diagonal: bool = False,
     cache: ScoreCache | None = None,
     allow_missing: bool = False,
+    allow_empty: bool = False,
     progress_label: str | None = "scoring",
 ) -> PerformanceComparison:
     """Score ALBERT v1/v2 (and extra models) and pair each with a benchmark value.
@@ -215,6 +216,10 @@ def toeplitzness_vs_performance(
     allow_missing
         Leave out checkpoints that cannot be had offline instead of raising
         :class:`~posviz.scoring.MissingModelsError`.
+    allow_empty
+        With ``allow_missing``: return a comparison with no points when none of
+        the checkpoints can be had (for a figure that shows something else too,
+        such as training runs) instead of raising.
     progress_label
         Progress bar text (``None``: no bar).
 
@@ -251,7 +256,7 @@ def toeplitzness_vs_performance(
     scored = score_models(requests, settings, cache=cache, allow_missing=allow_missing,
                           missing_alternative=None, partial_alternative="pass --allow-missing to plot the others",
                           progress_label=progress_label)
-    if not scored.rows:
+    if not scored.rows and not (allow_missing and allow_empty):
         raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "they cannot be had", alternative=None)
     by_request = {id(req): row for req, row in zip(scored.requests, scored.rows, strict=True)}
     variant = "exclude_diagonal" if exclude_diagonal else "full"
@@ -263,6 +268,8 @@ def toeplitzness_vs_performance(
             records.append({**row, **extra, "model": model, "metric": metric, "variant": variant})
     front = ["label", "kind", "version", "size", "model", "metric", "metric_value", "value_source", "variant"]
     columns = list(dict.fromkeys(front + [k for rec in records for k in rec]))
+    if not records:  # the columns the table and the figure read
+        columns += [f"{k}{sfx}" for k in ("toeplitzness", "null_mean", "null_std", "excess") for sfx in ("", "_offdiag")]
     points = pd.DataFrame.from_records(records, columns=columns)
     return PerformanceComparison(
         points=points,

@@ -225,7 +225,7 @@ def _plot_vs_glue(models, fmt, output, exclude_diagonal, settings, metric, score
     paths = [run_trajectory(r, metric=run_metric, label=str(r)) for r in runs]  # bad runs fail before any scoring
     cmp = toeplitzness_vs_performance(
         models, metric=metric, scores=scores, settings=settings,
-        exclude_diagonal=exclude_diagonal, cache=cache, allow_missing=allow_missing,
+        exclude_diagonal=exclude_diagonal, cache=cache, allow_missing=allow_missing, allow_empty=bool(paths),
     )
     if cmp.missing:
         import warnings

@@ -214,6 +214,11 @@ def draw_comparison(ax, cmp: PerformanceComparison, *, fontsize: float = 8) -> l
             labels.append((x, y, short_label(label, 30), (1, 1), color, f"label:{label}"))
             handles.append(Line2D([], [], marker=marker, ms=9, color=color, ls="none", label=short_label(label, 34)))
 
+    if pts.empty:  # --allow-missing with none available: the other panel has the content
+        ax.text(0.5, 0.5, "no checkpoint available\n(see the note below)", transform=ax.transAxes, ha="center",
+                va="center", fontsize=10, color="0.35", gid="no-points")
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.margins(x=0.2, y=0.12)  # room for the point labels inside the axes
     texts = []
     for x, y, text, (dx, dy), color, gid in labels:

@@ -243,6 +243,22 @@ def test_nothing_available_even_with_allow_missing(empty_albert_cache, tmp_path)
     assert not (tmp_path / "f.png").exists()
 
 
+def test_allow_missing_with_no_albert_still_plots_the_runs(empty_albert_cache, absolute_run, tmp_path):
+    """Offline with none of the eight: the runs' panel is drawn, the ALBERT panel says why it is empty."""
+    out = tmp_path / "f.svg"
+    r = invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "-o", str(out))
+    assert r.exit_code == 2 and "8 models are not in the local Hugging Face cache" in r.output and not out.exists()
+    r = invoke("toeplitzness", "--plot-vs-glue", "--allow-missing", "--run", str(absolute_run), "-o", str(out), "--null-draws", "0")
+    assert r.exit_code == 0, r.output
+    assert f"run {absolute_run} (absolute): Toeplitzness of E_P" in r.output
+    text = out.read_text()
+    assert 'id="no-points"' in text and f'id="trajectory:{absolute_run} (absolute)"' in text
+    assert "INCOMPLETE: 8 models not shown" in text and "NOT SHOWN" in text  # title and footnote
+    rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--allow-missing", "--run", str(absolute_run), "-f", "json",
+                             "-o", str(tmp_path / "g.png"), "--null-draws", "0"))
+    assert {x["kind"] for x in rows} == {"run"} and len(rows) == len(_evaluations(absolute_run))
+
+
 def test_short_alias_in_the_hf_cache_is_found(empty_albert_cache, planted, tmp_path):
     empty_albert_cache([("base", "v2")], alias=True)
     empty_albert_cache([k for k in planted if k != ("base", "v2")])
