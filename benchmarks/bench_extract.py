@@ -56,7 +56,7 @@ def make_checkpoints(work: Path) -> dict[str, Path]:
 
 def torch_imported(ckpt: Path) -> bool:
     code = (
-        "import sys\nfrom typer.testing import CliRunner\nfrom posviz.cli import app\n"
+        "import sys\nfrom typer.testing import CliRunner\nfrom posviz.cli.app import app\n"
         f"r = CliRunner().invoke(app, ['toeplitzness', {str(ckpt)!r}, '-f', 'json', '--no-cache'])\n"
         "assert r.exit_code == 0, r.output\nprint('torch' in sys.modules)\n"
     )

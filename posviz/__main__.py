@@ -1,6 +1,6 @@
 """``python -m posviz``."""
 
-from posviz.cli import main
+from posviz.cli.app import main
 
 if __name__ == "__main__":
     main()

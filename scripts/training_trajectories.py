@@ -23,8 +23,8 @@ COLORS = {"absolute": "#1f77b4", "absolute+tisa": "#ff7f0e", "tisa": "#2ca02c", 
 
 
 def run_all(args) -> dict[str, Path]:
-    from posviz.train import TrainOptions, train
-    from posviz.trainlog import load_run_log
+    from posviz.train.log import load_run_log
+    from posviz.train.loop import TrainOptions, train
 
     runs = {}
     for scheme in args.schemes:
@@ -45,7 +45,7 @@ def run_all(args) -> dict[str, Path]:
 
 def plot(runs: dict[str, Path], output: Path) -> None:
     from posviz.plots.common import new_figure, save_figure
-    from posviz.trainlog import load_run_log
+    from posviz.train.log import load_run_log
 
     fig = new_figure(13, 4)
     ax_ep, ax_heads, ax_acc = fig.subplots(1, 3)
@@ -70,7 +70,7 @@ def plot(runs: dict[str, Path], output: Path) -> None:
 
 
 def summary(runs: dict[str, Path]) -> str:
-    from posviz.trainlog import load_run_log
+    from posviz.train.log import load_run_log
 
     lines = ["| scheme | steps | eval loss | accuracy | T(E_P) start → end | null | heads mean T start → end |", "|---|---|---|---|---|---|---|"]
 

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-# Small but real configs for every family in posviz.families (plus a few without
+# Small but real configs for every family in posviz.read.families (plus a few without
 # learned positions). Sizes: hidden 16-32, 2 layers, 2-4 heads, 40-ish positions.
 TINY_CONFIGS: dict[str, dict[str, Any]] = {
     "bert": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=40, vocab_size=64),

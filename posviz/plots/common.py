@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from posviz.atomic import atomic_path
+from posviz.util.atomic import atomic_path
 
 FIGURE_EXTENSIONS: tuple[str, ...] = (".png", ".pdf", ".svg")
 

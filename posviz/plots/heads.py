@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from posviz.headscore import HeadScores
 from posviz.plots.common import new_figure, short_label
-from posviz.scores import PositionalScores
+from posviz.positional_scores import PositionalScores
+from posviz.toeplitz.heads import HeadScores
 
 
 def _wrap(text: str, width: int) -> str:
@@ -52,7 +52,7 @@ def plot_heads(
     stack
         The layer's ``(heads, n, n)`` stack.
     scores
-        Its :class:`~posviz.headscore.HeadScores`.
+        Its :class:`~posviz.toeplitz.heads.HeadScores`.
     title
         First title line (model, layer, scheme).
     conventions

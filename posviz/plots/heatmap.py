@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from posviz.plots.common import new_figure, short_label
-from posviz.positional import PositionEmbeddings
-from posviz.scores import PositionalScores
+from posviz.positional_scores import PositionalScores
+from posviz.read.embeddings import PositionEmbeddings
 
 NORMALIZE_LABEL = {"none": "E Eᵀ", "cosine": "cosine(eᵢ, eⱼ)", "center": "(E − ē)(E − ē)ᵀ"}
 
@@ -30,10 +30,10 @@ def plot_heatmap(
     Parameters
     ----------
     embeddings
-        One :class:`~posviz.positional.PositionEmbeddings` or a sequence of them
+        One :class:`~posviz.read.embeddings.PositionEmbeddings` or a sequence of them
         (one panel each).
     normalize
-        ``none``, ``cosine`` or ``center`` (see :func:`posviz.toeplitz.normalize_embeddings`).
+        ``none``, ``cosine`` or ``center`` (see :func:`posviz.toeplitz.core.normalize_embeddings`).
     cmap
         Matplotlib colormap name; ``hot`` matches the TISA paper's Figure 1.
     shared_scale

@@ -9,7 +9,7 @@ the values come from and which models are left out.
 training: each :class:`Trajectory` is a sequence of (Toeplitzness, metric) points
 drawn as a path with an arrow at its end, on a second panel when passed to
 :func:`plot_toeplitzness_vs_metric` (``posviz toeplitzness --plot-vs-glue --run``;
-:func:`posviz.performance.run_trajectory` reads one from a training run).
+:func:`posviz.compare.albert.run_trajectory` reads one from a training run).
 
 :func:`draw_comparison` and :func:`draw_trajectory_panel` draw the two panels on
 any Axes, so that other layouts (the PDF report's page) reuse them.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from posviz.plots.common import new_figure, short_label
 
 if TYPE_CHECKING:
-    from posviz.performance import PerformanceComparison
+    from posviz.compare.albert import PerformanceComparison
 
 #: Colour per ALBERT size (ColorBrewer Dark2, readable in grey scale too).
 SIZE_COLORS: dict[str, str] = {"base": "#1b9e77", "large": "#d95f02", "xlarge": "#7570b3", "xxlarge": "#e7298a"}
@@ -124,7 +124,7 @@ def plot_toeplitzness_vs_metric(
     Parameters
     ----------
     cmp
-        Output of :func:`posviz.performance.toeplitzness_vs_performance`.
+        Output of :func:`posviz.compare.albert.toeplitzness_vs_performance`.
     trajectories
         Optional paths (e.g. training runs) drawn on a second panel with
         :func:`draw_trajectory_panel`.

@@ -60,8 +60,8 @@ def build_context(
 
 def _check_options(models: Sequence[str], options: ReportOptions) -> None:
     """Fail before any work on options that cannot apply (metric name, ``--score`` for an input not given)."""
+    from posviz.compare.reference import METRICS
     from posviz.errors import OptionError
-    from posviz.reference import METRICS
 
     if options.metric not in METRICS:
         raise OptionError(f"unknown metric {options.metric!r}", f"choose one of: {', '.join(METRICS)}")
@@ -98,7 +98,7 @@ def build_report(models: Sequence[str], output: str | os.PathLike, **options) ->
     PosvizError
         Bad output path, unreadable model, or nothing to report.
     """
-    from posviz.atomic import check_output_path
+    from posviz.util.atomic import check_output_path
 
     path = check_output_path(output, (".pdf",))
     ctx = build_context(models, ReportOptions(**options))

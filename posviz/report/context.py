@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from posviz.positional import PositionEmbeddings
-from posviz.toeplitz import ToeplitzScore
+from posviz.read.embeddings import PositionEmbeddings
+from posviz.toeplitz.core import ToeplitzScore
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class ReportOptions:
         Clip heatmap colours to the 1st-99th percentile.
     metric
         Benchmark on the y axis of the ALBERT v1 -> v2 figure (a key of
-        :data:`posviz.reference.METRICS`).
+        :data:`posviz.compare.reference.METRICS`).
     scores
         ``{input: value}``: benchmark values (in ``metric``'s units) of report
         inputs, which places them on the ALBERT figure (``--score MODEL=VALUE``).
@@ -184,7 +184,7 @@ def load_model(spec: str, options: ReportOptions) -> ReportItem:
     Parameters
     ----------
     spec
-        Anything :func:`~posviz.positional.load_position_embeddings` accepts.
+        Anything :func:`~posviz.read.embeddings.load_position_embeddings` accepts.
     options
         Report settings (positions, table, normalisation, null baseline).
 
@@ -199,12 +199,12 @@ def load_model(spec: str, options: ReportOptions) -> ReportItem:
     PosvizError
         For inputs that cannot be read (the same errors as ``posviz toeplitzness``).
     """
-    from posviz.analysis import score_model
-    from posviz.families import family_for_config
-    from posviz.positional import is_synthetic, load_position_embeddings
+    from posviz.batch.analysis import score_model
+    from posviz.read.embeddings import is_synthetic, load_position_embeddings
+    from posviz.read.families import family_for_config
 
     if not is_synthetic(spec):
-        from posviz.sources import resolve_source
+        from posviz.read.sources import resolve_source
 
         source = resolve_source(spec)
         family = family_for_config(source.config) if source.config else None

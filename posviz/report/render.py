@@ -55,9 +55,9 @@ def render_report(ctx: ReportContext, path: str | os.PathLike, sections: Sequenc
     import matplotlib
     from matplotlib.backends.backend_pdf import PdfPages
 
-    from posviz.atomic import atomic_path
     from posviz.report.layout import add_footer
     from posviz.report.sections import SECTIONS, title
+    from posviz.util.atomic import atomic_path
 
     sections = SECTIONS if sections is None else sections
     path = Path(path)

@@ -1,7 +1,7 @@
 """Training runs as report inputs: a ``posviz train`` run folder becomes a :class:`ReportItem`.
 
 A folder is a run when it holds the run's training log (``trajectory.json``,
-:mod:`posviz.trainlog`). Its item carries the log (:class:`RunInfo`, for the
+:mod:`posviz.train.log`). Its item carries the log (:class:`RunInfo`, for the
 training section and the ALBERT figure's trajectory panel) and, when the scheme
 has a position table (``absolute``, ``absolute+tisa``, ``tupe-a``, ``tupe-r``), the
 table and score of its final checkpoint, so that the summary table and the
@@ -36,7 +36,7 @@ class RunInfo:
     checkpoint
         The final complete checkpoint (``None`` if none is left).
     evaluations
-        The log's records, one per evaluation, by step (:mod:`posviz.trainlog`).
+        The log's records, one per evaluation, by step (:mod:`posviz.train.log`).
     options
         The run's options (``run.json``, as recorded in the log).
     """
@@ -59,14 +59,14 @@ class RunInfo:
 
 def is_run_folder(spec: str | os.PathLike) -> bool:
     """True when ``spec`` is a folder with a ``posviz train`` log."""
-    from posviz.trainlog import LOG_JSON
+    from posviz.train.log import LOG_JSON
 
     return os.path.isfile(os.path.join(os.fspath(spec), LOG_JSON))
 
 
 def final_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     """The newest ``checkpoint-N`` that ``posviz train`` finished writing (it has a manifest), else ``None``."""
-    from posviz.resume import MANIFEST, checkpoints
+    from posviz.train.manifests import MANIFEST, checkpoints
 
     for folder in checkpoints(run_dir):
         if (folder / MANIFEST).is_file():
@@ -97,7 +97,7 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     PosvizError
         A run folder whose log is unreadable or has no evaluation yet.
     """
-    from posviz.trainlog import LOG_JSON, RUN_FILE, load_run_log
+    from posviz.train.log import LOG_JSON, RUN_FILE, load_run_log
 
     if not is_run_folder(spec):
         if os.path.isfile(os.path.join(spec, RUN_FILE)):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from posviz.cli import app
+from posviz.cli.app import app
 from tests.albert_planted import AVERAGE, RACE, SIZES, SQUAD1, WEIGHTS, D, N, hub_id
 
 runner = CliRunner()
@@ -72,8 +72,8 @@ def test_table_output_lists_every_checkpoint_and_arrow(albert_cache, planted, tm
 
 @pytest.mark.parametrize("metric", ["average", "mnli", "sst2", "squad1", "squad2", "race"])
 def test_metric_column_chosen(albert_cache, metric):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(metric=metric, settings=ScoreSettings(null_draws=0), progress_label=None)
     values = dict(zip(zip(cmp.points["size"], cmp.points["version"], strict=True), cmp.points["metric_value"], strict=True))
@@ -100,8 +100,8 @@ def _by_gid(fig, gid: str):
 
 
 def test_arrows_point_from_v1_to_v2(albert_cache, planted):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), progress_label=None)
     fig = cmp.figure()
@@ -121,8 +121,8 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
 
 
 def test_exclude_diagonal_variant_is_plotted(albert_cache, planted):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), exclude_diagonal=True, progress_label=None)
     fig = cmp.figure()
@@ -134,8 +134,8 @@ def test_exclude_diagonal_variant_is_plotted(albert_cache, planted):
 def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
     from matplotlib.image import imread
 
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import SIZE_COLORS
 
@@ -179,8 +179,8 @@ def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
 
 
 def test_null_band_pools_the_models_shown(albert_cache):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=4), progress_label=None)
     means, stds = cmp.points["null_mean"].to_numpy(), cmp.points["null_std"].to_numpy()
@@ -214,8 +214,8 @@ def test_offline_missing_models_one_line_exit_2_no_figure(empty_albert_cache, pl
 
 
 def test_allow_missing_plots_the_rest_and_says_so(empty_albert_cache, planted, tmp_path):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     empty_albert_cache([k for k in planted if k not in MISSING])
     out = tmp_path / "fig.png"
@@ -370,8 +370,8 @@ def test_plain_toeplitzness_names_every_missing_model(empty_albert_cache, plante
 
 # ---- extra models ------------------------------------------------------------
 def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     extra = str(planted[("large", "v1")].folder)
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", extra, "--score", f"{extra}=83.25", "--score", "sinusoidal:512x128=79.5",
@@ -447,8 +447,8 @@ def test_download_reads_only_config_and_one_weight_file(planted, tmp_path, monke
 
 
 def test_trajectories_go_on_a_second_panel(albert_cache):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import toeplitzness_vs_performance
     from posviz.plots.scatter import Trajectory
 
     cmp = toeplitzness_vs_performance(["albert-base-v1", "albert-base-v2"], settings=ScoreSettings(null_draws=0), progress_label=None)
@@ -528,8 +528,8 @@ def _evaluations(run) -> list[dict]:
 
 
 def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, tisa_run, tmp_path):
-    from posviz.cache import ScoreSettings
-    from posviz.performance import RUN_METRICS, run_trajectory, toeplitzness_vs_performance
+    from posviz.batch.cache import ScoreSettings
+    from posviz.compare.albert import RUN_METRICS, run_trajectory, toeplitzness_vs_performance
 
     svg = tmp_path / "f.svg"
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "--run", str(tisa_run),

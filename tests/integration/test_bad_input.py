@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from posviz.cli import app
+from posviz.cli.app import app
 from tests.checkpoint_factory import build_tiny_checkpoint
 
 runner = CliRunner()

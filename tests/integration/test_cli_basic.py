@@ -15,7 +15,7 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
-from posviz.cli import app
+from posviz.cli.app import app
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from posviz.errors import PosvizError
-from posviz.positional import load_position_embeddings
+from posviz.read.embeddings import load_position_embeddings
 
 NAME = "embeddings.position_embeddings.weight"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from posviz.errors import SourceError
-from posviz.positional import load_position_embeddings
+from posviz.read.embeddings import load_position_embeddings
 
 
 @pytest.fixture

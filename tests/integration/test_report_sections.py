@@ -22,7 +22,7 @@ from pypdf import PdfReader
 from typer.testing import CliRunner
 
 import posviz
-from posviz.cli import app
+from posviz.cli.app import app
 from tests.albert_planted import RACE, SIZES, WEIGHTS, hub_id
 from tests.checkpoint_factory import isolate_hf_cache
 from tests.reference import dense_toeplitzness, pdf_outline

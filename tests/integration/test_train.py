@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
-from posviz.cli import app
+from posviz.cli.app import app
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -54,8 +54,8 @@ def assert_same_weights(a: dict, b: dict) -> None:
 
 def test_run_folder_log_and_checkpoints(absolute_run):
     from posviz.models import positional_scores
-    from posviz.toeplitz import toeplitz_projection
-    from posviz.trainlog import load_trajectory
+    from posviz.toeplitz.core import toeplitz_projection
+    from posviz.train.log import load_trajectory
 
     out = absolute_run
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-12", "checkpoint-6", "run.json", "tokenizer", "trajectory.csv", "trajectory.json"]
@@ -163,7 +163,7 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(corpus, tmp_path, 
 
     from transformers import PreTrainedModel
 
-    from posviz.resume import checkpoint_problem
+    from posviz.train.manifests import checkpoint_problem
 
     out = tmp_path / "full"
     args = ["--scheme", "absolute", "--corpus", str(corpus), "--steps", "18", "--save-every", "6", "--eval-every", "6",

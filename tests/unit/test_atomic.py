@@ -9,9 +9,9 @@ import stat
 import pytest
 from matplotlib.artist import Artist
 
-from posviz.atomic import atomic_path, check_output_path
 from posviz.errors import OptionError
 from posviz.plots.common import new_figure, save_figure
+from posviz.util.atomic import atomic_path, check_output_path
 
 
 class _InterruptingArtist(Artist):

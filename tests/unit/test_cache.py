@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from posviz import cache as cache_mod
-from posviz.cache import CacheWarning, ScoreCache, ScoreSettings, cache_dir, local_fingerprint, make_key
+from posviz.batch import cache as cache_mod
+from posviz.batch.cache import CacheWarning, ScoreCache, ScoreSettings, cache_dir, local_fingerprint, make_key
 
 RESULT = {"model": "org/m", "toeplitzness": 0.75, "toeplitzness_offdiag": 0.5, "null_mean": float("nan"), "rows": [0, 512]}
 
@@ -154,7 +154,7 @@ def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path):
     """A writer killed at a random moment leaves a valid entry (old or new) or none."""
     script = textwrap.dedent(f"""
         import builtins, time
-        from posviz.cache import ScoreCache, ScoreSettings, make_key
+        from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
 
         real_open = builtins.open
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from posviz.cli import app
+from posviz.cli.app import app
 from posviz.errors import OptionError
-from posviz.heads import open_heads
+from posviz.extract.absolute import open_heads
 
 pytest.importorskip("torch")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy.linalg import toeplitz as make_toeplitz
 
-from posviz import headscore as hs
-from posviz import permutation as perm
-from posviz import toeplitz as tz
-from posviz.scores import PositionalScores
+from posviz.positional_scores import PositionalScores
+from posviz.toeplitz import core as tz
+from posviz.toeplitz import heads as hs
+from posviz.toeplitz import null as perm
 
 
 def _factors(seed: int, heads: int = 3, n: int = 37, r: int = 5, trend: float = 1.0):

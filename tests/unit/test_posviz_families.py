@@ -7,11 +7,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from posviz.cli import app
-from posviz.families import family_for_config
+from posviz.cli.app import app
 from posviz.models import PosvizAlbertConfig, PosvizForMaskedLM, position_table
-from posviz.positional import load_position_embeddings
-from posviz.toeplitz import score_embeddings
+from posviz.read.embeddings import load_position_embeddings
+from posviz.read.families import family_for_config
+from posviz.toeplitz.core import score_embeddings
 
 TINY = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=24)
@@ -34,7 +34,7 @@ def test_family_depends_on_the_scheme():
     assert family_for_config({"model_type": "posviz-albert", "position_scheme": "tisa"}).scheme == "relative"
     tupe = family_for_config({"model_type": "posviz-albert", "position_scheme": "tupe-a"})
     assert tupe.row_offset({}) == 1 and tupe.tables[0].suffix.startswith("encoder.position_scores.0.")
-    assert family_for_config({"model_type": "posviz-albert"}).extra["positional_scores"] == "posviz.models.scores:positional_scores"
+    assert family_for_config({"model_type": "posviz-albert"}).extra["positional_scores"] == "posviz.models.position_terms:positional_scores"
 
 
 @pytest.mark.parametrize("scheme", ["absolute", "tupe-r"])

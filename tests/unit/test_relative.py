@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 
 from transformers import AutoConfig, AutoModel  # noqa: E402
 
-from posviz import relative as rel  # noqa: E402
 from posviz.errors import OptionError, UnsupportedModelError  # noqa: E402
-from posviz.heads import open_heads  # noqa: E402
+from posviz.extract import relative as rel  # noqa: E402
+from posviz.extract.absolute import open_heads  # noqa: E402
 from tests.checkpoint_factory import TINY_CONFIGS  # noqa: E402
 
 

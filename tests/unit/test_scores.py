@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posviz.scores import PositionalScores
-from posviz.toeplitz import toeplitzness
+from posviz.positional_scores import PositionalScores
+from posviz.toeplitz.core import toeplitzness
 
 
 def _stacks():

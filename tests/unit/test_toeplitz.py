@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.linalg import toeplitz as scipy_toeplitz
 
-from posviz.positional import sinusoidal_embeddings
-from posviz.toeplitz import (
+from posviz.read.embeddings import sinusoidal_embeddings
+from posviz.toeplitz.core import (
     PosvizWarning,
     diagonal_profile,
     diagonal_sums_dense,
@@ -213,7 +213,7 @@ def test_normalize_options():
 def test_exact_null_mean_is_the_mean_over_all_permutations(n, d, seed):
     import itertools
 
-    from posviz.toeplitz import exact_null_mean
+    from posviz.toeplitz.core import exact_null_mean
 
     e = np.random.default_rng(seed).normal(size=(n, d)) + np.arange(n)[:, None] / n
     full, off = [], []
@@ -227,7 +227,7 @@ def test_exact_null_mean_is_the_mean_over_all_permutations(n, d, seed):
 
 
 def test_score_uses_exact_null_mean_and_sampled_sd():
-    from posviz.toeplitz import exact_null_mean
+    from posviz.toeplitz.core import exact_null_mean
 
     e = np.random.default_rng(8).normal(size=(128, 16)) + np.sin(np.arange(128) / 7)[:, None]
     s = score_embeddings(e, null_draws=40, seed=3)
@@ -260,7 +260,7 @@ def test_dense_path_for_small_n_equals_the_factored_paths_and_the_reference(norm
 
 
 def test_dense_path_is_only_taken_up_to_its_limit(monkeypatch):
-    import posviz.toeplitz as tz
+    import posviz.toeplitz.core as tz
 
     e = np.random.default_rng(2).normal(size=(40, 8))
     calls = []
@@ -285,7 +285,7 @@ def test_dense_diagonal_sums_match_traces(n):
 def test_fft_length_is_scipys_next_fast_len():
     from scipy.fft import next_fast_len
 
-    from posviz.toeplitz import fft_length
+    from posviz.toeplitz.core import fft_length
 
     for n in list(range(1, 3000)) + [4096, 32768, 65537, 10**6 + 1]:
         assert fft_length(n) == next_fast_len(2 * n - 1, real=True), n

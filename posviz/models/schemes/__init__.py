@@ -4,7 +4,7 @@ The tensor returned is the positional part of every head's attention logits,
 added to ``q k^T * scale`` before the softmax (``F[i, j]`` for query ``i`` and key
 ``j``; offsets ``k = j - i``). Translation-invariant schemes also expose
 ``offsets(n) -> (heads, 2n - 1)``, the values ``f(k)`` for ``k = -(n-1) .. n-1``,
-which the analysis reads as an exactly Toeplitz :class:`~posviz.scores.PositionalScores`.
+which the analysis reads as an exactly Toeplitz :class:`~posviz.positional_scores.PositionalScores`.
 The learned absolute table (``absolute``) is added to the input instead and has
 no such module; see :mod:`posviz.models.schemes.absolute`.
 """

@@ -40,16 +40,16 @@ def comparison(ctx: ReportContext):
     Returns
     -------
     tuple
-        ``(cmp, notes)``: the :class:`~posviz.performance.PerformanceComparison`
+        ``(cmp, notes)``: the :class:`~posviz.compare.albert.PerformanceComparison`
         with the report's ``--score`` inputs as extra points, labelled as in the
         report, or ``None`` when no ALBERT checkpoint is available; and the
         title-page notes (left out and why, or incomplete).
     """
     if "albert" in ctx.extras:
         return ctx.extras["albert"]
-    from posviz.cache import ScoreCache, ScoreSettings
-    from posviz.performance import toeplitzness_vs_performance
-    from posviz.scoring import MissingModelsError
+    from posviz.batch.cache import ScoreCache, ScoreSettings
+    from posviz.batch.scoring import MissingModelsError
+    from posviz.compare.albert import toeplitzness_vs_performance
 
     o = ctx.options
     scores: dict[str, float] = {}
@@ -97,8 +97,8 @@ def _score_spec(item) -> str:
 
 def _trajectories(ctx: ReportContext):
     """The runs' paths for the second panel (runs without positional scores are skipped)."""
+    from posviz.compare.albert import run_trajectory
     from posviz.errors import PosvizError
-    from posviz.performance import run_trajectory
 
     paths = []
     for item in ctx.runs:
@@ -126,7 +126,7 @@ def build(ctx: ReportContext) -> list:
 
 
 def _figure_page(ctx: ReportContext, cmp):
-    from posviz.performance import RUN_METRICS, RUN_TOEPLITZNESS_LABEL
+    from posviz.compare.albert import RUN_METRICS, RUN_TOEPLITZNESS_LABEL
     from posviz.plots.scatter import draw_comparison, draw_trajectory_panel, footnote, keep_labels_inside
 
     paths = _trajectories(ctx)
@@ -205,7 +205,7 @@ def _table_page(ctx: ReportContext, cmp):
 
 def methods(ctx: ReportContext) -> list[Block]:
     """Where the benchmark values come from and how the Average is formed."""
-    from posviz.reference import METRICS
+    from posviz.compare.reference import METRICS
 
     metric = METRICS[ctx.options.metric]
     return [

@@ -30,7 +30,7 @@ HEAD_PIXELS = 128
 
 def _spec(item: ReportItem) -> str | None:
     """What to open for an item: the model, or a run's final checkpoint (None: no heads)."""
-    from posviz.positional import is_synthetic
+    from posviz.read.embeddings import is_synthetic
 
     if is_synthetic(item.spec):  # controls are position tables only
         return None
@@ -42,7 +42,7 @@ def _spec(item: ReportItem) -> str | None:
 
 def build(ctx: ReportContext) -> list:
     """Pages for every input whose heads can be read (others get a title-page note)."""
-    from posviz.heads import open_heads
+    from posviz.extract.absolute import open_heads
 
     pages = []
     for item in ctx.items:
@@ -61,8 +61,8 @@ def build(ctx: ReportContext) -> list:
 def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
     import numpy as np
 
-    from posviz.commands.heads import parse_layers
-    from posviz.heads import convention_line, summary_convention_line
+    from posviz.cli.heads import parse_layers
+    from posviz.extract.absolute import convention_line, summary_convention_line
     from posviz.plots.common import short_label
     from posviz.plots.heads import heads_scale_note, plot_heads, plot_layer_head_matrix
 

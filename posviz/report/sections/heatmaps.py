@@ -31,7 +31,7 @@ def build(ctx: ReportContext) -> list:
 def _page(ctx: ReportContext, item: ReportItem):
     from posviz.plots.common import short_label
     from posviz.plots.heatmap import NORMALIZE_LABEL, color_limits, colorbar_extend, draw_matrix, draw_profile
-    from posviz.scores import PositionalScores
+    from posviz.positional_scores import PositionalScores
 
     o = ctx.options
     pe, score = item.embeddings, item.score

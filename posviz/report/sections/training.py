@@ -5,7 +5,7 @@ Every ``posviz train`` run given to the report is one colour in four panels
 P = E_P E_Pᵀ with its null baseline, mean Toeplitzness of the layer-0 heads'
 positional scores, all against the training step), with a table of each run's
 first and last evaluation below. The values are the run's own log
-(:mod:`posviz.trainlog`), not recomputed.
+(:mod:`posviz.train.log`), not recomputed.
 """
 
 from __future__ import annotations

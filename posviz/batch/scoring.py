@@ -1,0 +1,255 @@
+"""Score many models, each read at most once, and say up front which cannot be had.
+
+For every model, a score comes from the first of:
+
+1. the posviz score cache, for the exact revision found locally (hub commit in the
+   Hugging Face cache, local files' sizes and times, package version);
+2. the checkpoint itself (local path, packaged model, or Hugging Face cache), after
+   which the score is stored in the score cache;
+3. the score cache, any revision, for a hub model that is no longer in the Hugging
+   Face cache (no network needed);
+4. the Hub: only ``config.json`` and the one weight file holding the position table
+   are downloaded (huggingface_hub shows a progress bar).
+
+:func:`plan_scores` decides this for all models before any work is done, so that an
+offline run with missing checkpoints fails at once with one line naming all of them
+(:class:`MissingModelsError`) instead of after scoring half of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from posviz.batch.cache import ScoreCache, ScoreSettings, make_key, source_identity
+from posviz.errors import SourceError
+
+How = Literal["synthetic", "local", "hf-cache", "score-cache", "download"]
+
+
+class MissingModelsError(SourceError):
+    """Some models are in neither cache and the Hub cannot be used.
+
+    Parameters
+    ----------
+    missing
+        The models, as given.
+    reason
+        Why the Hub cannot be used (``HF_HUB_OFFLINE is set``, ...).
+    alternative
+        What else the user can do, appended to the hint.
+    """
+
+    def __init__(self, missing: Sequence[str], reason: str, *, alternative: str | None = "pass a local path") -> None:
+        self.missing = list(missing)
+        self.reason = reason
+        where = "not in the local Hugging Face cache or the posviz score cache"
+        if len(self.missing) == 1:
+            message = f"{self.missing[0]}: {where}, and {reason}"
+        else:
+            message = f"{len(self.missing)} models are {where}, and {reason}: {', '.join(self.missing)}"
+        hint = "run once online to download them, config.json and one weight file each"
+        if reason.startswith("HF_HUB_OFFLINE"):
+            hint = "unset HF_HUB_OFFLINE and " + hint
+        if alternative:
+            hint += f", or {alternative}"
+        super().__init__(message, hint)
+
+
+@dataclass
+class ModelRequest:
+    """One model to score.
+
+    Attributes
+    ----------
+    spec
+        What to resolve (path, hub id ``org/name[@rev]``, synthetic spec); hub
+        downloads use this id.
+    aliases
+        Other hub ids of the same repository, also looked up in both caches
+        (e.g. the legacy ``albert-base-v2`` for ``albert/albert-base-v2``).
+    """
+
+    spec: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """``spec`` and its aliases."""
+        return (self.spec, *self.aliases)
+
+
+@dataclass
+class Plan:
+    """Where one model's score will come from (see the module docstring)."""
+
+    request: ModelRequest
+    how: How
+    source: Any = None
+    cached: dict[str, Any] | None = None
+    cached_revision: str | None = None
+
+    def __str__(self) -> str:  # shown in the progress bar
+        return self.request.spec
+
+
+@dataclass
+class ScoredModels:
+    """Result of :func:`score_models`.
+
+    Attributes
+    ----------
+    rows
+        One score row per available model, in request order (a
+        :meth:`~posviz.batch.analysis.ModelScore.to_dict` dict plus ``score_cache``:
+        ``hit``, ``stored`` or ``off``).
+    requests
+        The request of each row.
+    missing
+        Requests skipped because they could not be had (only with ``allow_missing``).
+    missing_reason
+        Why they could not be had.
+    """
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[ModelRequest] = field(default_factory=list)
+    missing: list[ModelRequest] = field(default_factory=list)
+    missing_reason: str | None = None
+
+
+def _is_hub_spec(spec: str) -> bool:
+    from posviz.read.sources import looks_like_hub_id, packaged_model_path
+
+    if Path(spec).expanduser().exists() or not looks_like_hub_id(spec) or spec.startswith((".", "/", "~")):
+        return False
+    repo_id, _, revision = spec.partition("@")
+    return bool(revision) or packaged_model_path(repo_id) is None
+
+
+def _latest_score(cache: ScoreCache, spec: str, settings: ScoreSettings) -> tuple[dict[str, Any], str] | None:
+    """Newest cached score of a hub id; for ``id@revision``, only one scored at that revision."""
+    repo_id, _, revision = spec.partition("@")
+    hit = cache.latest(f"hub:{repo_id}", settings)
+    if hit is not None and revision and hit[1] != revision:
+        return None
+    return hit
+
+
+def plan_scores(requests: Iterable[ModelRequest], settings: ScoreSettings, cache: ScoreCache | None) -> list[Plan]:
+    """Decide, without reading weights or touching the network, where each score comes from.
+
+    Local paths are resolved here, so a bad path fails before any work is done.
+    """
+    from posviz.read.embeddings import is_synthetic
+    from posviz.read.sources import cached_hub_source, resolve_source
+
+    plans = []
+    for req in requests:
+        if is_synthetic(req.spec):
+            plans.append(Plan(req, "synthetic"))
+            continue
+        if not _is_hub_spec(req.spec):
+            plans.append(Plan(req, "local", resolve_source(req.spec)))
+            continue
+        source = next((s for s in map(cached_hub_source, req.ids) if s is not None), None)
+        if source is not None:
+            plans.append(Plan(req, "hf-cache", source))
+            continue
+        hit = None
+        if cache is not None:
+            hit = next((h for h in (_latest_score(cache, i, settings) for i in req.ids) if h is not None), None)
+        if hit is not None:
+            plans.append(Plan(req, "score-cache", cached=hit[0], cached_revision=hit[1]))
+        else:
+            plans.append(Plan(req, "download"))
+    return plans
+
+
+def _compute(source_or_spec, settings: ScoreSettings) -> dict[str, Any]:
+    from posviz.batch.analysis import score_model
+    from posviz.read.embeddings import load_position_embeddings
+
+    pe = load_position_embeddings(source_or_spec, table=settings.table, positions=settings.positions)
+    return score_model(pe, normalize=settings.normalize, null_draws=settings.null_draws, seed=settings.seed).to_dict()
+
+
+def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> dict[str, Any]:
+    """The score row of one planned model (reading or filling the score cache)."""
+    from posviz.read.sources import resolve_source
+
+    if plan.how == "synthetic":
+        return {**_compute(plan.request.spec, settings), "score_cache": "off"}
+    if plan.how == "score-cache":
+        assert plan.cached is not None
+        return {**plan.cached, "score_cache": "hit"}
+    source = plan.source if plan.source is not None else resolve_source(plan.request.spec)
+    if cache is None:
+        return {**_compute(source, settings), "score_cache": "off"}
+    key = make_key(*source_identity(source), settings)
+    hit = cache.get(key)
+    if hit is not None:
+        return {**hit, "score_cache": "hit"}
+    row = _compute(source, settings)
+    cache.put(key, row)
+    return {**row, "score_cache": "stored"}
+
+
+def score_models(
+    requests: Sequence[ModelRequest],
+    settings: ScoreSettings,
+    *,
+    cache: ScoreCache | None = None,
+    allow_missing: bool = False,
+    missing_alternative: str | None = "pass a local path",
+    partial_alternative: str | None = None,
+    progress_label: str | None = "scoring",
+) -> ScoredModels:
+    """Score every request, reading each checkpoint only when no cached score fits.
+
+    Parameters
+    ----------
+    requests
+        Models to score.
+    settings
+        Normalisation, null baseline, positions and table.
+    cache
+        Score cache, or ``None`` to bypass it (nothing read or written).
+    allow_missing
+        Skip hub models that are in neither cache while the Hub cannot be used,
+        instead of raising.
+    missing_alternative
+        Alternative offered in the hint of :class:`MissingModelsError`.
+    partial_alternative
+        Alternative offered instead when some of the models are available
+        (e.g. going on without the others).
+    progress_label
+        Text of the progress bar shown on stderr for several models (``None``: no bar).
+
+    Raises
+    ------
+    MissingModelsError
+        If models need downloading while the Hub cannot be used (offline), naming
+        all of them, before any model is scored (unless ``allow_missing``).
+    """
+    from posviz.cli.common import progress
+    from posviz.read.sources import hub_unavailable_reason
+
+    plans = plan_scores(requests, settings, cache)
+    out = ScoredModels()
+    downloads = [p for p in plans if p.how == "download"]
+    if downloads:
+        reason = hub_unavailable_reason()
+        if reason is not None:
+            if not allow_missing:
+                some_available = len(downloads) < len(plans)
+                alternative = partial_alternative if some_available and partial_alternative else missing_alternative
+                raise MissingModelsError([p.request.spec for p in downloads], reason, alternative=alternative)
+            out.missing = [p.request for p in downloads]
+            out.missing_reason = reason
+            plans = [p for p in plans if p.how != "download"]
+    for plan in progress(plans, progress_label) if progress_label else plans:
+        out.rows.append(run_plan(plan, settings, cache))
+        out.requests.append(plan.request)
+    return out

@@ -1,0 +1,109 @@
+"""The ``posviz`` command line (Typer).
+
+Kept thin and fast: each command lives in :mod:`posviz.cli` and imports
+numpy, matplotlib or torch only when it runs, so ``posviz --help`` starts quickly.
+Errors a user can fix print one ``error: ...`` line and exit with code 2
+(``--debug`` shows the traceback instead).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+try:  # recent typer releases vendor click; older ones use the click package
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as _click_exc
+
+from posviz.cli import heads, heatmap, report, toeplitzness, train
+from posviz.errors import PosvizError
+
+_state = {"debug": False}
+
+
+def _print_error(message: str) -> None:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+
+
+class _Group(TyperGroup):
+    """Turns user errors (ours and click's) into one line and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra: Any) -> Any:
+        _state["debug"] = False
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "posviz", complete_var=complete_var, standalone_mode=False, **extra)
+        except PosvizError as e:
+            if _state["debug"]:
+                raise
+            _print_error(str(e))
+            rv = e.exit_code
+        except _click_exc.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx else "posviz"
+            if e.format_message():  # empty when the help was just shown (a command run without arguments)
+                _print_error(f"{e.format_message()} (see `{cmd} --help`)")
+            rv = 2
+        except typer.Abort:  # typer's own; typer._click.exceptions has none
+            rv = 130
+        except _click_exc.ClickException as e:
+            _print_error(e.format_message())
+            rv = e.exit_code
+        code = rv if isinstance(rv, int) else 0
+        if code == 130:
+            _print_error("interrupted; no output was written")
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="posviz",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from posviz import __version__
+
+        typer.echo(f"posviz {__version__}")
+        raise typer.Exit()
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    typer.echo(f"warning: {' '.join(str(message).split())}", err=True)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+) -> None:
+    """Analyse and visualise how transformer language models encode position.
+
+    MODEL arguments accept a model folder, a .safetensors/.bin file, a Hugging Face
+    hub id (org/name[@revision], read from the local cache first), or a synthetic
+    control: sinusoidal[:NxD], gaussian[:NxD][:SEED].
+    """
+    _state["debug"] = debug
+    warnings.showwarning = _warning_line
+
+
+app.command("heatmap", no_args_is_help=True)(heatmap.command)
+app.command("toeplitzness")(toeplitzness.command)
+app.command("report", no_args_is_help=True)(report.command)
+app.command("train")(train.command)
+app.command("heads", no_args_is_help=True)(heads.command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

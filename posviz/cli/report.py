@@ -1,0 +1,57 @@
+"""``posviz report``: one PDF with everything posviz knows about the given models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posviz.cli.common import HELP_MODELS, HELP_POSITIONS, HELP_TABLE, Normalize, progress, slug
+from posviz.cli.toeplitzness import Metric
+
+
+def command(
+    models: Annotated[list[str], typer.Argument(help=HELP_MODELS + " A `posviz train` run folder (--out) is a training run.", show_default=False)],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="PDF file to write (replaced only when complete); default report-MODEL.pdf.")] = None,
+    title: Annotated[str | None, typer.Option("--title", help="Report title (default: names the models).")] = None,
+    positions: Annotated[str | None, typer.Option("--positions", help=HELP_POSITIONS)] = None,
+    table: Annotated[str | None, typer.Option("--table", help=HELP_TABLE)] = None,
+    normalize: Annotated[Normalize, typer.Option("--normalize", help="none: E Eᵀ; cosine: unit rows; center: column means removed.")] = Normalize.none,
+    null_draws: Annotated[int, typer.Option("--null-draws", min=0, help="Row permutations for the null baseline (0: none).")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for the null baseline.")] = 0,
+    cmap: Annotated[str, typer.Option("--cmap", help="Colormap of the heatmaps (hot matches the TISA paper).")] = "hot",
+    max_pixels: Annotated[int, typer.Option("--max-pixels", min=16, help="Heatmaps of larger matrices show exact block means, this many per side.")] = 512,
+    score: Annotated[list[str] | None, typer.Option("--score", metavar="MODEL=VALUE", help="Benchmark value of a report input (in --metric's units), placing it on the ALBERT v1 → v2 figure (repeatable).")] = None,
+    metric: Annotated[Metric, typer.Option("--metric", help="Benchmark on the ALBERT figure's y axis (squad1/squad2: (F1+EM)/2).")] = Metric.average,
+    layers: Annotated[str, typer.Option("--layers", help="Layers whose head grids get a page: 0 (default), a list like 0,5-7, or all; the layer × head page covers every layer.")] = "0",
+    albert: Annotated[bool, typer.Option("--albert/--no-albert", help="Include the ALBERT v1 → v2 section (scores the eight ALBERT checkpoints from the caches, or downloads their weights when online).")] = True,
+) -> None:
+    """Write a PDF report: title page, summary table, P heatmaps with profiles,
+    ALBERT v1 → v2 figure, training runs, methods.
+
+    Inputs are models (as for the other commands) and `posviz train` run folders.
+    Byte-identical for identical input when SOURCE_DATE_EPOCH is set; written
+    atomically (an interrupted run leaves no partial file and keeps an old one).
+    Examples: posviz report bert-base-uncased roberta-base -o positions.pdf;
+    posviz report runs/absolute-tiny-s0 runs/tisa-tiny-s0 -o runs.pdf
+    """
+    from posviz.errors import OptionError
+    from posviz.util.atomic import check_output_path
+
+    if output is None:
+        output = Path(f"report-{slug(models[0])}{'-and-more' if len(models) > 1 else ''}.pdf")
+    check_output_path(output, (".pdf",))
+    import matplotlib
+
+    if cmap not in matplotlib.colormaps:
+        raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. hot, viridis, RdBu_r")
+    from posviz.compare.albert import parse_score_options
+    from posviz.report import ReportOptions, build_context, render_report
+
+    options = ReportOptions(title=title, normalize=normalize.value, null_draws=null_draws, seed=seed, positions=positions,
+                            table=table, max_pixels=max_pixels, cmap=cmap, metric=metric.value,
+                            scores=parse_score_options(score), albert=albert, layers=layers)
+    ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
+    render_report(ctx, output)
+    typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)

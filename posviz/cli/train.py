@@ -1,0 +1,139 @@
+"""``posviz train``: train a small model with a chosen positional scheme and track its Toeplitzness."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+# Kept in sync with posviz.models.configuration_posviz.SCHEMES (that module imports transformers).
+Scheme = Enum("Scheme", {s: s for s in ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")}, type=str)
+
+
+class Size(str, Enum):
+    tiny = "tiny"
+    small = "small"
+    base = "base"
+
+
+class Precision(str, Enum):
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class _Display:
+    """Rich progress bar on stderr, fed by the training callbacks."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"), console=Console(stderr=True), transient=False,
+        )
+        self.task = None
+        self.loss: float | None = None
+        self.eval = ""
+
+    def __call__(self, event: str, value: Any) -> None:
+        if event == "setup":
+            self.progress.start()
+            self.task = self.progress.add_task("training", total=value["steps"], completed=value["start"], status="")
+            return
+        if self.task is None:
+            return
+        if event == "step":
+            self.progress.update(self.task, completed=value)
+        elif event == "loss":
+            self.loss = float(value)
+        elif event == "evaluate":
+            t = value.get("toeplitzness_ep", value.get("toeplitzness_heads_mean"))
+            acc = value.get("eval_accuracy")
+            self.eval = f" · eval acc {acc:.3f}" if acc is not None else ""
+            self.eval += f" · T {t:.3f}" if t is not None else ""
+        loss = f"loss {self.loss:.3f}" if self.loss is not None else ""
+        self.progress.update(self.task, status=loss + self.eval)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def command(
+    scheme: Annotated[Scheme | None, typer.Option("--scheme", help="Positional scheme (absolute+tisa: TISA beside E_P; tupe-r: TUPE with T5 buckets).", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, stdlib-docstrings[:N] (offline demo) or a HF dataset id; repeatable.", show_default=False)] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a WordPiece tokenizer on the corpus.", show_default=False)] = None,
+    size: Annotated[Size | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads) or base (ALBERT base: 12×768, 12 heads). (default: tiny)", show_default=False)] = None,
+    steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps. (default: 500)", show_default=False)] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", min=8, max=8192, help="Tokens per block, = max positions. (default: 128)", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder. (default: runs/SCHEME-SIZE-sSEED)", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for initialisation, data order and masking. (default: 0)", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out from its newest complete checkpoint.")] = False,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", min=1, help="Evaluate (loss, accuracy, Toeplitzness) every N steps. (default: 50)", show_default=False)] = None,
+    save_every: Annotated[int | None, typer.Option("--save-every", min=1, help="Checkpoint every N steps. (default: --eval-every)", show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, help="Blocks per step and device. (default: 16)", show_default=False)] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Peak learning rate. (default: 1e-3 tiny, 5e-4 small, 1e-4 base)", show_default=False)] = None,
+    vocab_size: Annotated[int | None, typer.Option("--vocab-size", min=100, help="Vocabulary of the trained tokenizer. (default: 8000)", show_default=False)] = None,
+    kernels: Annotated[int | None, typer.Option("--kernels", min=1, help="TISA kernels per head. (default: 5)", show_default=False)] = None,
+    precision: Annotated[Precision | None, typer.Option("--precision", help="auto: bf16/fp16 autocast on CUDA, fp32 on CPU. (default: auto)", show_default=False)] = None,
+    keep: Annotated[int | None, typer.Option("--keep", min=2, help="Checkpoints to keep. (default: 2)", show_default=False)] = None,
+) -> None:
+    """Train an ALBERT-style masked LM with a chosen positional scheme, tracking Toeplitzness.
+
+    At every evaluation the run folder's trajectory.csv/.json get the held-out
+    masked-LM loss and accuracy, the Toeplitzness of E_P (absolute schemes, TUPE's
+    table) and of each head's positional scores. Checkpoints load with
+    `posviz heatmap`, `posviz toeplitzness` and `posviz heads`.
+
+    Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
+    """
+    from posviz.errors import OptionError
+    from posviz.train.loop import TrainOptions, default_out, recorded_options, summary_lines, train
+
+    given = {
+        "scheme": scheme.value if scheme else None, "corpus": corpus or None, "tokenizer": tokenizer,
+        "size": size.value if size else None, "steps": steps, "seq_len": seq_len, "seed": seed,
+        "eval_every": eval_every, "save_every": save_every, "batch_size": batch_size, "learning_rate": lr,
+        "vocab_size": vocab_size, "tisa_kernels": kernels, "precision": precision.value if precision else None, "keep": keep,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if out is None:
+        if not resume and "scheme" not in given:
+            raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
+        if resume and "scheme" not in given:
+            raise OptionError("give --out with --resume", "the folder of the run to continue")
+        out = default_out(given["scheme"], given.get("size", "tiny"), given.get("seed", 0))
+    base = recorded_options(out) if resume else {}
+    if resume and not base:
+        raise OptionError(f"no run to resume in {out} (no readable run.json)", "start it without --resume first")
+    if resume and base:
+        for key, value in given.items():
+            if key in base and base[key] != value and key in ("scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size", "tisa_kernels"):
+                raise OptionError(
+                    f"--resume cannot change --{key.replace('_', '-')}: the run used {base[key]!r}, not {value!r}",
+                    "drop the option, or start a new run with another --out",
+                )
+    merged = {**base, **given, "out": out}
+    if "scheme" not in merged:
+        raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
+    if "corpus" not in merged:
+        raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
+    options = TrainOptions(**merged)
+    display = _Display()
+    try:
+        result = train(options, resume=resume, on_update=display)
+    finally:
+        display.stop()
+    typer.echo("\n".join(summary_lines(result)))
+    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")

@@ -1,0 +1,370 @@
+"""Toeplitzness against benchmark performance (the TISA paper's Figure 2).
+
+:func:`toeplitzness_vs_performance` scores the eight ALBERT v1/v2 checkpoints (or a
+subset) and any extra models, pairs each with a benchmark value (the bundled
+ALBERT table from :mod:`posviz.compare.reference`, or a value given for an extra model),
+and returns a :class:`PerformanceComparison` holding the table and able to draw
+the scatter plot with one arrow v1 -> v2 per size. :func:`run_trajectory` turns a
+``posviz train`` run into a :class:`~posviz.plots.scatter.Trajectory` (Toeplitzness
+against held-out accuracy or loss, per evaluation) for the plot's second panel.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from posviz.batch.cache import ScoreCache, ScoreSettings
+from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
+from posviz.compare.reference import METRICS, Metric
+from posviz.errors import OptionError, PosvizError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from posviz.plots.scatter import Trajectory
+
+
+def parse_score_options(items: Sequence[str] | None) -> dict[str, float]:
+    """Parse ``MODEL=VALUE`` strings (``--score``) into ``{model: value}``.
+
+    The last ``=`` separates the value, so model paths may contain ``=``.
+
+    Raises
+    ------
+    OptionError
+        For a missing ``=``, an empty model, a value that is not a finite number,
+        or the same model given twice.
+    """
+    out: dict[str, float] = {}
+    for item in items or ():
+        model, sep, value = item.rpartition("=")
+        if not sep or not model.strip():
+            raise OptionError(f"--score {item!r} is not of the form MODEL=VALUE", "for example --score ./my-model=81.5")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise OptionError(f"--score {item!r}: {value!r} is not a finite number")
+        if model in out:
+            raise OptionError(f"--score gives {model} twice")
+        out[model] = number
+    return out
+
+
+def _reference_row(spec: str, table: pd.DataFrame) -> int | None:
+    """Row of the ALBERT table that ``spec`` names (canonical id or alias), if any."""
+    base = spec.partition("@")[0].lower()
+    for i, row in table.iterrows():
+        if base in (row["hub_id"].lower(), row["alias"].lower()):
+            return int(i)
+    return None
+
+
+def _split_models(models: Sequence[str], scores: Mapping[str, float], table: pd.DataFrame, metric: str) -> tuple[list[int], list[str]]:
+    """Rows of the ALBERT table to show (default all) and the extra models, in order.
+
+    Raises
+    ------
+    OptionError
+        For a ``--score`` on an ALBERT checkpoint, or an extra model without one.
+    """
+    chosen: list[int] = []
+    extras: list[str] = []
+    for spec in models:
+        row = _reference_row(spec, table)
+        if row is None:
+            if spec not in extras:
+                extras.append(spec)
+        elif row not in chosen:
+            chosen.append(row)
+    for spec in scores:
+        if _reference_row(spec, table) is not None:
+            raise OptionError(f"--score {spec}: the value of an ALBERT reference checkpoint comes from the bundled table", "use --score for other models only")
+        if spec not in extras:
+            extras.append(spec)
+    lacking = [m for m in extras if m not in scores]
+    if lacking:
+        raise OptionError(f"no {metric} value for {', '.join(lacking)}", f"give one with --score {lacking[0]}=VALUE")
+    return (chosen or list(range(len(table)))), extras
+
+
+@dataclass
+class PerformanceComparison:
+    """Toeplitzness and benchmark values of the models on one plot.
+
+    Attributes
+    ----------
+    points
+        One row per model shown: every field of its score row (both variants of
+        Toeplitzness, null baseline and excess; provenance; ``score_cache``) plus
+        ``label``, ``kind`` (``reference``/``extra``), ``version``, ``size``,
+        ``metric``, ``metric_value``, ``value_source`` and ``variant``.
+    metric
+        The benchmark on the y axis.
+    variant
+        ``full`` or ``exclude_diagonal``.
+    settings
+        Scoring settings used.
+    missing
+        Models left out because they could not be had offline.
+    missing_reason
+        Why they could not be had.
+    """
+
+    points: pd.DataFrame
+    metric: Metric
+    variant: str
+    settings: ScoreSettings
+    missing: list[str] = field(default_factory=list)
+    missing_reason: str | None = None
+
+    @property
+    def suffix(self) -> str:
+        """Column suffix of the plotted variant (``""`` or ``"_offdiag"``)."""
+        return "_offdiag" if self.variant == "exclude_diagonal" else ""
+
+    @property
+    def x(self) -> pd.Series:
+        """Plotted Toeplitzness of each point (the chosen variant)."""
+        return self.points["toeplitzness" + self.suffix]
+
+    def null_band(self) -> tuple[float, float] | None:
+        """Mean and standard deviation of the null baseline over the models shown.
+
+        The null draws of all models are pooled (law of total variance: the mean
+        of the per-model variances plus the variance of the per-model means).
+        ``None`` when no model has a null baseline (``null_draws=0``).
+        """
+        import numpy as np
+
+        means = self.points["null_mean" + self.suffix].to_numpy(dtype=float)
+        stds = self.points["null_std" + self.suffix].to_numpy(dtype=float)
+        ok = np.isfinite(means) & np.isfinite(stds)
+        if not ok.any():
+            return None
+        m = float(means[ok].mean())
+        var = float(np.mean(stds[ok] ** 2 + (means[ok] - m) ** 2))
+        return m, math.sqrt(var)
+
+    def arrows(self) -> list[dict[str, Any]]:
+        """One ``{size, start, end}`` per size with both versions shown (v1 -> v2)."""
+        col = "toeplitzness" + self.suffix
+        ref = self.points[self.points["kind"] == "reference"]
+        out = []
+        for size, grp in ref.groupby("size", sort=False):
+            by = grp.set_index("version")
+            if {"v1", "v2"} <= set(by.index):
+                out.append({
+                    "size": size,
+                    "start": (float(by.loc["v1", col]), float(by.loc["v1", "metric_value"])),
+                    "end": (float(by.loc["v2", col]), float(by.loc["v2", "metric_value"])),
+                })
+        return out
+
+    def figure(
+        self,
+        *,
+        trajectories: Sequence[Trajectory] | None = None,
+        trajectory_ylabel: str | None = None,
+        trajectory_xlabel: str | None = None,
+        title: str | None = None,
+    ):
+        """Draw the scatter plot (see :func:`posviz.plots.scatter.plot_toeplitzness_vs_metric`)."""
+        from posviz.plots.scatter import plot_toeplitzness_vs_metric
+
+        return plot_toeplitzness_vs_metric(self, trajectories=trajectories, trajectory_ylabel=trajectory_ylabel,
+                                           trajectory_xlabel=trajectory_xlabel, title=title)
+
+
+def toeplitzness_vs_performance(
+    models: Sequence[str] = (),
+    *,
+    metric: str = "average",
+    scores: Mapping[str, float] | None = None,
+    settings: ScoreSettings | None = None,
+    exclude_diagonal: bool = False,
+    cache: ScoreCache | None = None,
+    allow_missing: bool = False,
+    allow_empty: bool = False,
+    progress_label: str | None = "scoring",
+) -> PerformanceComparison:
+    """Score ALBERT v1/v2 (and extra models) and pair each with a benchmark value.
+
+    Parameters
+    ----------
+    models
+        ALBERT reference checkpoints (canonical ids such as ``albert/albert-base-v2``
+        or aliases such as ``albert-base-v2``) select which of the eight are shown
+        (default: all eight). Any other model is an extra point and needs a value
+        in ``scores``.
+    metric
+        A key of :data:`posviz.compare.reference.METRICS`.
+    scores
+        ``{model: value}`` for extra models, in the metric's units. A model named
+        only here is added as an extra model.
+    settings
+        Scoring settings (normalisation, null baseline, positions, table).
+    exclude_diagonal
+        Plot the off-diagonal variant of Toeplitzness.
+    cache
+        Score cache; ``None`` bypasses it.
+    allow_missing
+        Leave out checkpoints that cannot be had offline instead of raising
+        :class:`~posviz.batch.scoring.MissingModelsError`.
+    allow_empty
+        With ``allow_missing``: return a comparison with no points when none of
+        the checkpoints can be had (for a figure that shows something else too,
+        such as training runs) instead of raising.
+    progress_label
+        Progress bar text (``None``: no bar).
+
+    Returns
+    -------
+    PerformanceComparison
+    """
+    import pandas as pd
+
+    from posviz.compare.reference import albert_results
+
+    if metric not in METRICS:
+        raise OptionError(f"unknown metric {metric!r}", f"choose one of: {', '.join(METRICS)}")
+    scores = dict(scores or {})
+    settings = settings or ScoreSettings()
+    table = albert_results()
+
+    chosen, extras = _split_models(models, scores, table, metric)
+    requests: list[ModelRequest] = []
+    info: list[dict[str, Any]] = []
+    sizes = list(dict.fromkeys(table["size"]))
+    for i in sorted(chosen, key=lambda i: (sizes.index(table.loc[i, "size"]), table.loc[i, "version"])):
+        r = table.loc[i]
+        spec = next((m for m in models if _reference_row(m, table) == i and "@" in m), None)
+        requests.append(ModelRequest(spec, ()) if spec else ModelRequest(r["hub_id"], (r["alias"],)))
+        info.append({
+            "label": f"{r['size']} {r['version']}", "kind": "reference", "version": r["version"], "size": r["size"],
+            "metric_value": float(r[metric]), "value_source": table.attrs["source"],
+        })
+    for spec in extras:
+        requests.append(ModelRequest(spec))
+        info.append({"label": spec, "kind": "extra", "version": None, "size": None, "metric_value": scores[spec], "value_source": "given by the user (--score)"})
+
+    scored = score_models(requests, settings, cache=cache, allow_missing=allow_missing,
+                          missing_alternative=None, partial_alternative="pass --allow-missing to plot the others",
+                          progress_label=progress_label)
+    if not scored.rows and not (allow_missing and allow_empty):
+        raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "they cannot be had", alternative=None)
+    by_request = {id(req): row for req, row in zip(scored.requests, scored.rows, strict=True)}
+    variant = "exclude_diagonal" if exclude_diagonal else "full"
+    records = []
+    for req, extra in zip(requests, info, strict=True):
+        row = by_request.get(id(req))
+        if row is not None:
+            model = req.spec if extra["kind"] == "extra" else row.get("model", req.spec)
+            records.append({**row, **extra, "model": model, "metric": metric, "variant": variant})
+    front = ["label", "kind", "version", "size", "model", "metric", "metric_value", "value_source", "variant"]
+    columns = list(dict.fromkeys(front + [k for rec in records for k in rec]))
+    if not records:  # the columns the table and the figure read
+        columns += [f"{k}{sfx}" for k in ("toeplitzness", "null_mean", "null_std", "excess") for sfx in ("", "_offdiag")]
+    points = pd.DataFrame.from_records(records, columns=columns)
+    return PerformanceComparison(
+        points=points,
+        metric=METRICS[metric],
+        variant=variant,
+        settings=settings,
+        missing=[m.spec for m in scored.missing],
+        missing_reason=scored.missing_reason,
+    )
+
+
+#: What a training run's trajectory can put on the y axis (``--run-metric``): axis labels.
+RUN_METRICS: dict[str, str] = {
+    "accuracy": "Held-out masked-token accuracy (%)",
+    "loss": "Held-out MLM loss",
+}
+
+#: x label of the trajectory panel: which Toeplitzness a run contributes is said in its legend entry.
+RUN_TOEPLITZNESS_LABEL = "Toeplitzness R² of P = E_P E_Pᵀ\n('mean head R²' in the legend: mean over the layer-0 heads)"
+
+
+@dataclass(frozen=True)
+class RunPath:
+    """A training run's trajectory with what it was measured on.
+
+    Attributes
+    ----------
+    trajectory
+        The plotted path (legend label and ``(toeplitzness, metric)`` points).
+    run
+        The run folder.
+    scheme
+        The run's positional scheme.
+    measure
+        ``ep`` (Toeplitzness of P = E_P E_Pᵀ) or ``heads`` (mean over the
+        layer-0 heads' positional scores, for schemes without a position table).
+    metric
+        A key of :data:`RUN_METRICS`.
+    steps
+        Training step of each point.
+    """
+
+    trajectory: Trajectory
+    run: str
+    scheme: str
+    measure: str
+    metric: str
+    steps: tuple[int, ...]
+
+
+def run_trajectory(run_dir: str | os.PathLike, *, metric: str = "accuracy", label: str | None = None) -> RunPath:
+    """A ``posviz train`` run's path through (Toeplitzness, held-out metric) space.
+
+    Parameters
+    ----------
+    run_dir
+        The ``--out`` folder of a ``posviz train`` run (read: ``trajectory.json``).
+    metric
+        ``accuracy`` (held-out masked-token accuracy, in %) or ``loss`` (held-out
+        MLM loss).
+    label
+        Name of the run in the legend (default: the folder as given).
+
+    Returns
+    -------
+    RunPath
+        The trajectory, one point per evaluation. Its Toeplitzness is that of
+        P = E_P E_Pᵀ when the scheme has a position table (absolute,
+        absolute+tisa, TUPE), else the mean over the layer-0 heads' positional
+        scores; the legend label says which (``mean head R²``).
+
+    Raises
+    ------
+    PosvizError
+        Not a run folder, or no evaluation with a Toeplitzness (scheme ``none``).
+    """
+    from posviz.plots.scatter import Trajectory
+    from posviz.train.log import load_run_log, load_trajectory
+
+    if metric not in RUN_METRICS:
+        raise OptionError(f"unknown run metric {metric!r}", f"choose one of: {', '.join(RUN_METRICS)}")
+    name = label or os.fspath(run_dir).rstrip("/\\") or os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        raise PosvizError(f"{name}: no such run folder", "pass the --out folder of a `posviz train` run")
+    doc = load_run_log(run_dir)
+    scheme = str(doc.get("run", {}).get("scheme", "?"))
+    measure = "ep" if any(r.get("toeplitzness_ep") is not None for r in doc["evaluations"]) else "heads"
+    steps, points = [], []
+    for p in load_trajectory(run_dir, measure=measure):
+        y = p.eval_accuracy * 100 if metric == "accuracy" else p.eval_loss
+        if math.isfinite(p.toeplitzness) and math.isfinite(y):
+            steps.append(p.step)
+            points.append((p.toeplitzness, y))
+    if not points:
+        raise PosvizError(f"{name}: no evaluation with a Toeplitzness and a held-out {metric} to plot (scheme {scheme})",
+                          "scheme 'none' has no positional scores")
+    text = f"{name} ({scheme}" + ("; mean head R²)" if measure == "heads" else ")")
+    return RunPath(Trajectory(text, points), name, scheme, measure, metric, tuple(steps))
