@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from posviz.cli.common import HELP_POSITIONS, OutputFormat, emit, progress, to_csv, to_json
+from posviz.cli.common import HELP_POSITIONS, OutputFormat, progress
+from posviz.util.tables import emit, to_csv, to_json
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 

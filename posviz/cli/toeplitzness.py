@@ -15,10 +15,8 @@ from posviz.cli.common import (
     HELP_TABLE,
     Normalize,
     OutputFormat,
-    emit,
-    to_csv,
-    to_json,
 )
+from posviz.util.tables import emit, to_csv, to_json
 
 
 def _null_text(draws: int, seed: int) -> str:

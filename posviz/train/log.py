@@ -88,8 +88,8 @@ def _clean(x: Any) -> Any:
 
 def write_logs(run_dir: str | Path, records: list[dict[str, Any]], run: Mapping[str, Any]) -> None:
     """Write ``trajectory.json`` and ``trajectory.csv`` atomically."""
-    from posviz.cli.common import to_csv
     from posviz.util.atomic import write_text_atomic
+    from posviz.util.tables import to_csv
 
     run_dir = Path(run_dir)
     doc = {"run": dict(run), "evaluations": [{k: _clean(v) for k, v in r.items()} for r in records]}
