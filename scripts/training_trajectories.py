@@ -23,8 +23,8 @@ COLORS = {"absolute": "#1f77b4", "absolute+tisa": "#ff7f0e", "tisa": "#2ca02c", 
 
 
 def run_all(args) -> dict[str, Path]:
+    from posviz.train import TrainOptions, train
     from posviz.train.log import load_run_log
-    from posviz.train.loop import TrainOptions, train
 
     runs = {}
     for scheme in args.schemes:

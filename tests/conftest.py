@@ -95,7 +95,7 @@ TRAIN_ARGS = ("--steps", "12", "--eval-every", "6", "--seq-len", "32", "--batch-
 @pytest.fixture(scope="session")
 def train_corpus(tmp_path_factory) -> Path:
     """300 docstrings of the standard library (the offline demo corpus), as a text file."""
-    from posviz.train.data import stdlib_docstrings
+    from posviz.train.corpus import stdlib_docstrings
 
     path = tmp_path_factory.mktemp("corpus") / "docstrings.txt"
     path.write_text("\n\n".join(stdlib_docstrings(300)), encoding="utf-8")

@@ -22,12 +22,13 @@ import json
 import math
 import os
 import re
-import sys
 import warnings
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from posviz.util.paths import cache_dir
 
 #: Version of the scoring code as far as cached results are concerned.
 SCORE_FORMAT = 2  # 2: exact null mean (was the mean of the sampled draws)
@@ -39,25 +40,6 @@ _REQUIRED_FLOATS = ("toeplitzness", "toeplitzness_offdiag")
 
 class CacheWarning(UserWarning):
     """A cache entry was ignored or could not be written; the result is recomputed."""
-
-
-def cache_dir() -> Path:
-    """The posviz cache folder.
-
-    ``$POSVIZ_CACHE_DIR`` if set; otherwise ``$XDG_CACHE_HOME/posviz``; otherwise
-    the platform's user cache folder (``~/.cache/posviz`` on Linux,
-    ``~/Library/Caches/posviz`` on macOS, ``%LOCALAPPDATA%\\posviz\\Cache`` on Windows).
-    """
-    if os.environ.get("POSVIZ_CACHE_DIR"):
-        return Path(os.environ["POSVIZ_CACHE_DIR"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "posviz"
-    home = Path.home()
-    if sys.platform == "darwin":
-        return home / "Library" / "Caches" / "posviz"
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", home / "AppData" / "Local")) / "posviz" / "Cache"
-    return home / ".cache" / "posviz"
 
 
 @dataclass(frozen=True)

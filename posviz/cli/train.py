@@ -99,7 +99,10 @@ def command(
     Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
     """
     from posviz.errors import OptionError
-    from posviz.train.loop import TrainOptions, default_out, recorded_options, summary_lines, train
+    from posviz.train.loop import train
+    from posviz.train.options import FIXED_OPTIONS, TrainOptions
+    from posviz.train.result import summary_lines
+    from posviz.train.run_folder import default_out, recorded_options
 
     given = {
         "scheme": scheme.value if scheme else None, "corpus": corpus or None, "tokenizer": tokenizer,
@@ -119,7 +122,7 @@ def command(
         raise OptionError(f"no run to resume in {out} (no readable run.json)", "start it without --resume first")
     if resume and base:
         for key, value in given.items():
-            if key in base and base[key] != value and key in ("scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size", "tisa_kernels"):
+            if key in base and base[key] != value and key in FIXED_OPTIONS:
                 raise OptionError(
                     f"--resume cannot change --{key.replace('_', '-')}: the run used {base[key]!r}, not {value!r}",
                     "drop the option, or start a new run with another --out",

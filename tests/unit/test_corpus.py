@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from posviz.train.data import CorpusError, load_corpus, make_blocks, stdlib_docstrings, train_tokenizer
+from posviz.train.corpus import CorpusError, load_corpus, stdlib_docstrings
+from posviz.train.data import make_blocks
+from posviz.train.tokenizer import train_tokenizer
 
 
 @pytest.fixture
@@ -107,7 +109,7 @@ def test_tokenizer_is_identical_across_processes():
     import sys
 
     code = (
-        "import hashlib, json; from posviz.train.data import stdlib_docstrings, train_tokenizer;"
+        "import hashlib, json; from posviz.train.corpus import stdlib_docstrings; from posviz.train.tokenizer import train_tokenizer;"
         "v = train_tokenizer(stdlib_docstrings(400), 1500).get_vocab();"
         "print(hashlib.sha256(json.dumps(sorted(v.items())).encode()).hexdigest())"
     )

@@ -1,0 +1,116 @@
+"""From corpus to datasets: token blocks, the held-out split, the data fingerprint.
+
+A run's data is built in three steps (see ARCHITECTURE.md):
+
+1. :func:`tokenize_corpus`: the corpus (:mod:`posviz.train.corpus`) and the
+   tokenizer (:mod:`posviz.train.tokenizer`: the run folder's own, the one given,
+   or one trained on the corpus), then fixed-length blocks starting with ``[CLS]``
+   (:func:`make_blocks`);
+2. :func:`split_blocks`: a held-out set chosen with a fixed seed (:data:`SPLIT_SEED`,
+   not the run's ``--seed``, so runs share one evaluation set) and masked once
+   (:func:`posviz.train.collate.mask_once`); the rest is the training set;
+3. :func:`fingerprint`: a hash of the blocks, recorded in ``run.json`` so that
+   ``--resume`` refuses a changed corpus or tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from posviz.errors import PosvizError
+
+if TYPE_CHECKING:
+    from posviz.train.collate import Blocks
+    from posviz.train.options import TrainOptions
+
+SPLIT_SEED = 0  # held-out split and its masking do not depend on --seed: runs share one eval set
+
+
+def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, Any]:
+    """The run's tokenizer and its token blocks ``(num_blocks, seq_len)``.
+
+    Parameters
+    ----------
+    options
+        The run's options (corpus, tokenizer, vocabulary size, block length).
+    tokenizer_dir
+        The run folder's tokenizer; used when it exists (a resumed run), so that
+        the blocks are those the run started with.
+
+    Raises
+    ------
+    PosvizError
+        If the corpus fills fewer than 4 blocks.
+    """
+    from posviz.train.corpus import load_corpus
+    from posviz.train.tokenizer import load_tokenizer, train_tokenizer
+
+    texts = load_corpus(options.corpus)
+    if tokenizer_dir.is_dir():
+        tokenizer = load_tokenizer(str(tokenizer_dir))
+    elif options.tokenizer:
+        tokenizer = load_tokenizer(options.tokenizer)
+    else:
+        tokenizer = train_tokenizer(texts, options.vocab_size, options.seq_len)
+    blocks = make_blocks(tokenizer, texts, options.seq_len)
+    if len(blocks) < 4:
+        raise PosvizError(
+            f"the corpus is too small: {len(blocks)} block(s) of {options.seq_len} tokens",
+            "add text or lower --seq-len",
+        )
+    return tokenizer, blocks
+
+
+def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int) -> tuple[Blocks, Blocks]:
+    """Training and held-out sets: 5% of the blocks (at most ``max_eval_blocks``) held out, masked once.
+
+    Returns
+    -------
+    train_set, eval_set
+        Both keep the blocks' corpus order; the held-out set carries its labels.
+    """
+    import numpy as np
+    import torch
+
+    from posviz.train.collate import Blocks, mask_once
+
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(blocks))
+    n_eval = min(max_eval_blocks, max(1, len(blocks) // 20))
+    eval_set = mask_once(tokenizer, blocks[np.sort(order[:n_eval])])
+    train_set = Blocks(torch.as_tensor(blocks[np.sort(order[n_eval:])]))
+    return train_set, eval_set
+
+
+def fingerprint(blocks) -> str:
+    """A short hash of the token blocks (changes with the corpus or the tokenizer)."""
+    return hashlib.sha256(blocks.tobytes()).hexdigest()[:16]
+
+
+def make_blocks(tokenizer: Any, texts: Sequence[str], seq_len: int):
+    """Token blocks ``(num_blocks, seq_len)``: ``[CLS]`` + ``seq_len - 2`` tokens + ``[SEP]``.
+
+    Documents are tokenized without special tokens and concatenated with
+    ``[SEP]`` between them; the remainder shorter than a block is dropped. Every
+    block starts with ``[CLS]`` at position 0 (TUPE's untie relies on it).
+    """
+    import numpy as np
+
+    ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    sep, cls = tokenizer.sep_token_id, tokenizer.cls_token_id
+    lengths = np.array([len(x) + 1 for x in ids], dtype=np.int64)
+    stream = np.empty(int(lengths.sum()), dtype=np.int64)
+    pos = 0
+    for x in ids:
+        stream[pos : pos + len(x)] = x
+        stream[pos + len(x)] = sep
+        pos += len(x) + 1
+    body = seq_len - 2
+    count = len(stream) // body
+    blocks = np.empty((count, seq_len), dtype=np.int64)
+    blocks[:, 0] = cls
+    blocks[:, 1:-1] = stream[: count * body].reshape(count, body)
+    blocks[:, -1] = sep
+    return blocks

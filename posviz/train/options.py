@@ -1,0 +1,190 @@
+"""What a ``posviz train`` run is: its options, and what they become for transformers.
+
+:class:`TrainOptions` holds and checks the options (field names match the CLI);
+:func:`training_arguments` and :func:`model_config` turn them into the
+``TrainingArguments`` and the model configuration of a run, with the learning
+rate by size (:data:`LEARNING_RATES`) and the precision flags of the device
+(:func:`precision_flags`). See ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posviz.errors import OptionError
+
+#: Default peak learning rates per size (linear warm-up over 10% of the steps, then linear decay).
+LEARNING_RATES = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+#: Options that define a run; ``--resume`` refuses to change them.
+FIXED_OPTIONS = ("scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size", "tisa_kernels", "shared_layers")
+
+
+@dataclass
+class TrainOptions:
+    """Everything ``posviz train`` needs; field names match the CLI options.
+
+    Attributes
+    ----------
+    scheme
+        Positional scheme (see :data:`posviz.models.SCHEMES`).
+    corpus
+        Corpus specs (see :mod:`posviz.train.corpus`).
+    out
+        Run folder.
+    tokenizer
+        Existing tokenizer (folder or hub id); ``None`` trains a WordPiece tokenizer on the corpus.
+    size
+        ``tiny``, ``small`` or ``base``.
+    steps, seq_len, seed, batch_size
+        Optimizer steps, block length (also ``max_position_embeddings``), seed, per-device batch.
+    learning_rate
+        Peak learning rate (default by size, :data:`LEARNING_RATES`).
+    eval_every, save_every
+        Evaluation and checkpoint intervals in steps (``save_every`` defaults to ``eval_every``).
+    keep
+        Checkpoints kept (at least 2, so a corrupt last one has a predecessor).
+    vocab_size
+        Size of the trained tokenizer's vocabulary.
+    precision
+        ``auto`` (bf16 or fp16 autocast on CUDA, fp32 on CPU), ``fp32``, ``bf16`` or ``fp16``.
+    tisa_kernels, shared_layers
+        TISA kernels per head; ALBERT-style cross-layer sharing (one layer group).
+    max_eval_blocks
+        At most this many held-out blocks (5% of the corpus otherwise).
+    """
+
+    scheme: str
+    corpus: list[str]
+    out: Path
+    tokenizer: str | None = None
+    size: str = "tiny"
+    steps: int = 500
+    seq_len: int = 128
+    seed: int = 0
+    batch_size: int = 16
+    learning_rate: float | None = None
+    eval_every: int = 50
+    save_every: int | None = None
+    keep: int = 2
+    vocab_size: int = 8000
+    precision: str = "auto"
+    tisa_kernels: int = 5
+    shared_layers: bool = True
+    max_eval_blocks: int = 256
+
+    def __post_init__(self) -> None:
+        from posviz.models.configuration_posviz import SCHEMES, SIZES
+
+        self.out = Path(self.out)
+        self.corpus = list(self.corpus)
+        if self.learning_rate is None:
+            self.learning_rate = LEARNING_RATES.get(self.size, 1e-4)
+        if self.save_every is None:
+            self.save_every = self.eval_every
+        checks = [
+            (self.scheme in SCHEMES, f"unknown scheme {self.scheme!r}", f"choose one of {', '.join(SCHEMES)}"),
+            (self.size in SIZES, f"unknown size {self.size!r}", f"choose one of {', '.join(SIZES)}"),
+            (self.precision in PRECISIONS, f"unknown precision {self.precision!r}", f"choose one of {', '.join(PRECISIONS)}"),
+            (self.steps >= 1, "--steps must be at least 1", None),
+            (8 <= self.seq_len <= 8192, "--seq-len must be between 8 and 8192", None),
+            (self.batch_size >= 1, "--batch-size must be at least 1", None),
+            (self.eval_every >= 1 and self.save_every >= 1, "--eval-every and --save-every must be at least 1", None),
+            (self.keep >= 2, "--keep must be at least 2", "the previous checkpoint is the fallback when the last one is corrupt"),
+            (self.vocab_size >= 100, "--vocab-size must be at least 100", None),
+            (self.tisa_kernels >= 1, "--kernels must be at least 1", None),
+            (self.learning_rate > 0, "--lr must be positive", None),
+        ]
+        for ok, message, hint in checks:
+            if not ok:
+                raise OptionError(message, hint)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON dict of the options (``run.json``)."""
+        d = dataclasses.asdict(self)
+        d["out"] = str(self.out)
+        return d
+
+
+def precision_flags(precision: str) -> tuple[dict[str, Any], str]:
+    """``TrainingArguments`` flags for ``--precision``, and the device in words (``"cuda bf16"``).
+
+    Raises
+    ------
+    OptionError
+        ``fp16`` without a CUDA GPU.
+    """
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if precision == "auto":
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if cuda else "fp32"
+    if precision == "fp16" and not cuda:
+        raise OptionError("--precision fp16 needs a CUDA GPU", "use bf16 or fp32 on CPU")
+    flags = {"bf16": precision == "bf16", "fp16": precision == "fp16", "use_cpu": not cuda}
+    return flags, f"{'cuda' if cuda else 'cpu'} {precision}"
+
+
+def training_arguments(options: TrainOptions, flags: dict[str, Any], *, from_scratch: bool):
+    """The run's ``TrainingArguments``: AdamW with linear warm-up and decay, evaluation and checkpoints every N steps.
+
+    Parameters
+    ----------
+    options
+        The run's options.
+    flags
+        Precision flags (:func:`precision_flags`).
+    from_scratch
+        Evaluate at step 0 too (a resumed run has that evaluation in its log already).
+    """
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=str(options.out),
+        max_steps=options.steps,
+        per_device_train_batch_size=options.batch_size,
+        per_device_eval_batch_size=options.batch_size,
+        learning_rate=options.learning_rate,
+        warmup_steps=max(1, options.steps // 10),
+        lr_scheduler_type="linear",
+        weight_decay=0.01,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-6,
+        max_grad_norm=1.0,
+        eval_strategy="steps",
+        eval_steps=options.eval_every,
+        eval_on_start=from_scratch,
+        save_strategy="steps",
+        save_steps=options.save_every,
+        save_total_limit=options.keep,
+        logging_steps=max(1, min(options.eval_every, 10)),
+        seed=options.seed,
+        data_seed=options.seed,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,  # keep the block index the collator seeds masking with
+        **flags,
+    )
+
+
+def model_config(options: TrainOptions, tokenizer: Any):
+    """The model configuration of a run: its size, scheme and block length, the tokenizer's special ids."""
+    from posviz.models import SIZES, PosvizAlbertConfig
+
+    return PosvizAlbertConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=options.seq_len,
+        position_scheme=options.scheme,
+        tisa_kernels=options.tisa_kernels,
+        num_hidden_groups=1 if options.shared_layers else SIZES[options.size]["num_hidden_layers"],
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        **SIZES[options.size],
+    )

@@ -1,0 +1,50 @@
+"""Where posviz keeps files of its own: the user cache folder, one definition for every cache.
+
+The score cache (:mod:`posviz.batch.cache`) and the offline demo corpus
+(:mod:`posviz.train.corpus`) both live under :func:`cache_dir`, so one setting
+(``POSVIZ_CACHE_DIR``) moves or isolates all of them (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def cache_dir(*parts: str) -> Path:
+    """The posviz cache folder, or a path inside it.
+
+    Parameters
+    ----------
+    *parts
+        Path components joined under the cache folder (none: the folder itself).
+
+    Returns
+    -------
+    Path
+        ``$POSVIZ_CACHE_DIR`` if set; otherwise ``$XDG_CACHE_HOME/posviz``;
+        otherwise the platform's user cache folder: ``~/.cache/posviz`` on Linux,
+        ``~/Library/Caches/posviz`` on macOS, ``%LOCALAPPDATA%\\posviz\\Cache``
+        on Windows. A leading ``~`` in either variable is expanded. Nothing is
+        created.
+
+    Examples
+    --------
+    >>> cache_dir("scores")  # doctest: +SKIP
+    PosixPath('/home/me/.cache/posviz/scores')
+    """
+    return _root().joinpath(*parts)
+
+
+def _root() -> Path:
+    if os.environ.get("POSVIZ_CACHE_DIR"):
+        return Path(os.environ["POSVIZ_CACHE_DIR"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "posviz"
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Caches" / "posviz"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", home / "AppData" / "Local")) / "posviz" / "Cache"
+    return home / ".cache" / "posviz"
