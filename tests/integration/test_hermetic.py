@@ -6,10 +6,17 @@ under ``albert/albert-base-v2``). Tests that would change if they saw either (pa
 counts of reports, ``--plot-vs-glue`` with nothing available) are run by a second
 pytest with ``HOME``, ``XDG_CACHE_HOME``, ``HF_HOME`` and ``POSVIZ_CACHE_DIR``
 pointing there: they must pass and leave that home exactly as it was.
+
+The same check for the whole suite, by hand::
+
+    python -m tests.integration.test_hermetic plant /tmp/stale-home   # prints the variables to set
+    HOME=/tmp/stale-home XDG_CACHE_HOME=... make test
+    python -m tests.integration.test_hermetic check /tmp/stale-home   # lists anything created or changed
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
@@ -127,8 +134,36 @@ def test_cache_sensitive_tests_pass_against_a_planted_stale_home(tmp_path, tiny_
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert f"{len(SENSITIVE)} passed" in res.stdout, res.stdout[-2000:]
 
-    after = _snapshot(home)
+    assert _differences(before, _snapshot(home)) == ([], [], [])
+
+
+def _differences(before: dict, after: dict) -> tuple[list[str], list[str], list[str]]:
+    """Paths created, changed and removed."""
     created = sorted(set(after) - set(before))
-    changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
-    removed = sorted(set(before) - set(after))
-    assert (created, changed, removed) == ([], [], []), f"created {created}, changed {changed}, removed {removed}"
+    changed = sorted(p for p in set(before) & set(after) if tuple(before[p]) != tuple(after[p]))
+    return created, changed, sorted(set(before) - set(after))
+
+
+def main(argv: list[str]) -> int:
+    """``plant HOME``: a stale home and its snapshot (beside it); ``check HOME``: what changed since."""
+    if len(argv) != 2 or argv[0] not in {"plant", "check"}:
+        print("usage: python -m tests.integration.test_hermetic plant|check HOME", file=sys.stderr)
+        return 2
+    home = Path(argv[1]).resolve()
+    record = home.with_name(home.name + ".snapshot.json")
+    if argv[0] == "plant":
+        from tests.checkpoint_factory import build_tiny_checkpoint
+
+        _plant(home, build_tiny_checkpoint("albert", home.with_name(home.name + ".albert")))
+        record.write_text(json.dumps(_snapshot(home)))
+        print(" ".join(f"{k}={v}" for k, v in _environment(home).items()))
+        return 0
+    created, changed, removed = _differences(json.loads(record.read_text()), _snapshot(home))
+    for label, paths in (("created", created), ("changed", changed), ("removed", removed)):
+        for p in paths:
+            print(f"{label}: {home / p}")
+    return 1 if created or changed or removed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
