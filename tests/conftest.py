@@ -1,16 +1,71 @@
-"""Shared fixtures: real tiny checkpoints, a fake offline HF cache, the real MiniLM."""
+"""Shared fixtures: real tiny checkpoints, a fake offline HF cache, the real MiniLM.
+
+The test session never sees the user's home: before any fixture (of any scope) runs,
+and before huggingface_hub, transformers, torch or matplotlib are imported (some of
+them read their folders once, at import), every variable that names a home or cache
+folder is pointed into one temporary folder, removed when the session ends.
+``tests/integration/test_hermetic.py`` checks it against a planted stale cache.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import site
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.albert_planted import hub_id, plant_all
-from tests.checkpoint_factory import build_tiny_checkpoint, populate_hf_cache
+#: Variables pointed at folders inside the session's temporary home (relative paths).
+HERMETIC_FOLDERS = {
+    "HOME": ".",
+    "USERPROFILE": ".",  # Path.home() on Windows
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_DATA_HOME": ".local/share",
+    "LOCALAPPDATA": "AppData/Local",  # the posviz cache on Windows
+    "POSVIZ_CACHE_DIR": ".cache/posviz",
+    "HF_HOME": ".cache/huggingface",
+    "HF_HUB_CACHE": ".cache/huggingface/hub",
+    "HF_DATASETS_CACHE": ".cache/huggingface/datasets",
+    "TORCH_HOME": ".cache/torch",
+    "MPLCONFIGDIR": ".config/matplotlib",
+}
+#: Variables that would override a folder derived from ``HF_HOME`` (some are deprecated and
+#: warn when set), so they are removed rather than redirected.
+HERMETIC_UNSET = (
+    "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_TOKEN_PATH", "HF_STORED_TOKENS_PATH", "HF_MODULES_CACHE",
+    "TRANSFORMERS_CACHE", "PYTORCH_TRANSFORMERS_CACHE", "PYTORCH_PRETRAINED_BERT_CACHE", "SENTENCE_TRANSFORMERS_HOME",
+)
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+
+def _hermetic_environment() -> Path:
+    """Point home and cache variables at a new temporary folder; returns it."""
+    user_base = site.getuserbase()  # computed from the real HOME: keep packages installed with --user importable
+    root = Path(tempfile.mkdtemp(prefix="posviz-tests-home-"))
+    for name, rel in HERMETIC_FOLDERS.items():
+        folder = root / rel
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(folder)
+    for name in HERMETIC_UNSET:
+        os.environ.pop(name, None)
+    os.environ.setdefault("PYTHONUSERBASE", user_base)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    return root
+
+
+# At import, not in a hook: this file is imported before pytest_configure, before any test
+# module, and before the helpers below import anything heavy.
+HERMETIC_HOME = _hermetic_environment()
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(HERMETIC_HOME, ignore_errors=True)
+
+
+from tests.albert_planted import hub_id, plant_all  # noqa: E402
+from tests.checkpoint_factory import build_tiny_checkpoint, populate_hf_cache  # noqa: E402
 
 
 @pytest.fixture(scope="session")
