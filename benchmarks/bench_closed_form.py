@@ -15,7 +15,7 @@ import tracemalloc
 
 import numpy as np
 
-from posviz.toeplitz.core import gram, toeplitzness
+from posviz.toeplitz import gram, toeplitzness
 
 
 def _timed(fn, repeats: int):

@@ -5,23 +5,66 @@ metadata. It is stored in whichever form is cheapest and exact:
 
 * ``factored``: ``A_h = Q_h K_h^T`` (``E E^T``; the position-only part of a
   head's attention logits), never materialised at scale;
-* ``offsets``: ``A_h[i, j] = f_h(j - i)`` (T5, ALiBi, RoPE, TISA), exactly Toeplitz;
+* ``offsets``: ``A_h[i, j] = f_h(k)`` with offset ``k = j - i`` (T5, ALiBi,
+  RoPE, TISA), exactly Toeplitz;
 * ``dense``: anything else (TUPE's untied term, small matrices).
 
-Scoring, profiles and pooled views for plots work on every form without building
-the ``n x n`` matrices of factored or offset stacks.
+This module holds the type and access to it (rows, dense matrices, pooled views
+for plots) plus the embedding normalisation that :meth:`PositionalScores.from_embeddings`
+applies. Everything analytical (diagonal sums, R^2, profiles, null baselines) is
+in :mod:`posviz.toeplitz`; ARCHITECTURE.md shows where the type sits in the data flow.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from posviz.toeplitz import core as tz
-
 Form = Literal["factored", "offsets", "dense"]
+Normalize = Literal["none", "cosine", "center"]
+NORMALIZE_CHOICES: tuple[str, ...] = ("none", "cosine", "center")
+
+
+class PosvizWarning(UserWarning):
+    """A result is defined but deserves attention (e.g. zero variance)."""
+
+
+def normalize_embeddings(embeddings: np.ndarray, normalize: str = "none") -> np.ndarray:
+    """Transform ``E`` so that ``E E^T`` is the requested kind of similarity.
+
+    Parameters
+    ----------
+    embeddings
+        ``(n, d)`` position embeddings.
+    normalize
+        ``none`` (raw inner products), ``cosine`` (rows scaled to unit norm) or
+        ``center`` (column means removed: ``P`` becomes a covariance-like Gram matrix).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, d)`` float64 (the input itself for ``none`` when it is float64).
+    """
+    e = np.asarray(embeddings, dtype=np.float64)
+    if normalize == "none":
+        return e
+    if normalize == "center":
+        return e - e.mean(axis=0, keepdims=True)
+    if normalize == "cosine":
+        norms = np.linalg.norm(e, axis=1, keepdims=True)
+        if np.any(norms == 0):
+            warnings.warn("some position vectors are zero; their cosine rows are set to 0", PosvizWarning, stacklevel=2)
+        return np.divide(e, norms, out=np.zeros_like(e), where=norms > 0)
+    raise ValueError(f"normalize must be one of {NORMALIZE_CHOICES}, got {normalize!r}")
+
+
+def gram(embeddings: np.ndarray, normalize: str = "none") -> np.ndarray:
+    """Dense ``P = E E^T`` (float64) after :func:`normalize_embeddings`."""
+    e = normalize_embeddings(embeddings, normalize)
+    return e @ e.T
 
 
 @dataclass
@@ -38,7 +81,8 @@ class PositionalScores:
         Number of matrices in the stack.
     left, right
         ``(heads, n, r)`` factors when ``form == "factored"`` (the scale, e.g.
-        ``1/sqrt(d_h)``, is already folded into ``left``).
+        ``1/sqrt(d_h)``, is already folded into ``left``). ``right is left``
+        marks Gram matrices ``E E^T``, which the analysis scores faster.
     offsets
         ``(heads, 2n - 1)`` values ``f(k)`` for ``k = -(n-1) .. n-1`` when
         ``form == "offsets"``.
@@ -60,19 +104,25 @@ class PositionalScores:
     # ---- constructors -------------------------------------------------
     @classmethod
     def from_factors(cls, left: np.ndarray, right: np.ndarray | None = None, **meta: Any) -> PositionalScores:
-        """Stack from factors ``(heads, n, r)`` (or ``(n, r)`` for one matrix)."""
+        """Stack from factors ``(heads, n, r)`` (or ``(n, r)`` for one matrix).
+
+        ``right=None`` (or ``right`` the same array as ``left``) gives the Gram
+        matrices ``Q_h Q_h^T``, stored with ``right is left``.
+        """
+        same = right is None or right is left
         q = np.asarray(left, dtype=np.float64)
-        k = q if right is None else np.asarray(right, dtype=np.float64)
+        k = q if same else np.asarray(right, dtype=np.float64)
         if q.ndim == 2:
-            q, k = q[None], k[None]
+            q = q[None]
+            k = q if same else k[None]
         if q.shape != k.shape:
             raise ValueError(f"factor shapes differ: {q.shape} vs {k.shape}")
         return cls("factored", q.shape[1], q.shape[0], left=q, right=k, meta=dict(meta))
 
     @classmethod
     def from_embeddings(cls, embeddings: np.ndarray, normalize: str = "none", **meta: Any) -> PositionalScores:
-        """``P = E E^T`` as a one-head stack (``normalize`` as in :func:`posviz.toeplitz.core.gram`)."""
-        e = tz.normalize_embeddings(embeddings, normalize)
+        """``P = E E^T`` as a one-head stack (``normalize`` as in :func:`normalize_embeddings`)."""
+        e = normalize_embeddings(embeddings, normalize)
         return cls.from_factors(e, None, normalize=normalize, **meta)
 
     @classmethod
@@ -94,6 +144,16 @@ class PositionalScores:
         return cls("dense", a.shape[1], a.shape[0], dense=a, meta=dict(meta))
 
     # ---- access ---------------------------------------------------------
+    @property
+    def is_gram(self) -> bool:
+        """True for factored stacks of Gram matrices ``Q_h Q_h^T`` (``right is left``)."""
+        return self.form == "factored" and self.right is self.left
+
+    @property
+    def rank(self) -> int | None:
+        """Inner dimension ``r`` of the factors (``None`` unless factored)."""
+        return int(self.left.shape[2]) if self.form == "factored" else None
+
     def rows(self, h: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of matrix ``h`` (memory ``O((stop - start) * n)``)."""
         if self.form == "factored":
@@ -111,66 +171,6 @@ class PositionalScores:
     def to_dense(self) -> np.ndarray:
         """All heads as a dense ``(heads, n, n)`` array."""
         return np.stack([self.matrix(h) for h in range(self.heads)])
-
-    def diagonal_sums(self, h: int) -> tz.DiagonalSums:
-        """Diagonal statistics of head ``h`` in closed form where possible."""
-        if self.form == "factored":
-            return tz.diagonal_sums_factored(self.left[h], self.right[h])
-        if self.form == "offsets":
-            n, f = self.n, self.offsets[h]
-            counts = n - np.abs(np.arange(1 - n, n))
-            scale = float(np.max(np.abs(f))) or 1.0
-            g = f / scale
-            sums = g * counts
-            return tz.DiagonalSums(n, sums, float(sums.sum()), float((g * g * counts).sum()), float(n * g[n - 1] ** 2), scale)
-        return tz.diagonal_sums_dense(self.dense[h])
-
-    # ---- analysis -------------------------------------------------------
-    def toeplitzness(self, *, exclude_diagonal: bool = False, method: tz.Method = "auto") -> np.ndarray:
-        """Toeplitzness R^2 of every head, shape ``(heads,)``.
-
-        ``method`` as in :func:`posviz.toeplitz.core.toeplitzness`: ``auto`` sums squared
-        deviations over row blocks when that is cheap (dense stacks, small
-        factored ones) and uses the closed form otherwise; offset stacks are
-        exactly Toeplitz and always use their closed form.
-        """
-        out = np.empty(self.heads)
-        for h in range(self.heads):
-            ds = self.diagonal_sums(h)
-            if self.form == "offsets" or method == "closed":
-                exact = False
-            elif method == "exact" or self.form == "dense":
-                exact = True
-            else:
-                exact = self.n * self.n * self.left.shape[2] <= tz.EXACT_LIMIT
-            if exact:
-                out[h] = tz.toeplitzness_from_rows(self.n, self._scaled_rows(h, ds.scale), ds, exclude_diagonal=exclude_diagonal)
-            else:
-                out[h] = tz.toeplitzness_from_sums(ds, exclude_diagonal=exclude_diagonal)
-        return out
-
-    def _scaled_rows(self, h: int, scale: float):
-        """``rows(i0, i1) -> A_h[i0:i1] / scale`` without overflow for huge factors."""
-        if self.form == "factored":
-            ml, mr = (float(np.max(np.abs(x))) or 1.0 for x in (self.left[h], self.right[h]))
-            ql, kr = self.left[h] / ml, self.right[h] / mr
-            factor = ml * mr / scale
-            return lambda i0, i1: (ql[i0:i1] @ kr.T) * factor
-        return lambda i0, i1: self.rows(h, i0, i1) / scale
-
-    def profile(self, h: int, *, spread: bool = True, block: int = 512) -> tz.DiagonalProfile:
-        """Mean and spread along each offset ``k = j - i`` of head ``h``."""
-        ds = self.diagonal_sums(h)
-        counts = ds.counts
-        mean = ds.sums * ds.scale / counts
-        std = None
-        if spread:
-            if self.form == "offsets":
-                std = np.zeros_like(mean)
-            else:
-                sq = tz.diagonal_sumsq_from_rows(self.n, lambda i0, i1: self.rows(h, i0, i1), block, center=mean)
-                std = np.sqrt(sq / counts)
-        return tz.DiagonalProfile(ds.offsets, mean, std, counts)
 
     def pooled(self, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Block-averaged matrices for display, at most ``size x size`` per head.

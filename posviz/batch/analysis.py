@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from posviz.read.embeddings import PositionEmbeddings, load_position_embeddings
-from posviz.toeplitz.core import ToeplitzScore, score_embeddings
+from posviz.toeplitz.engine import score_embeddings
+from posviz.toeplitz.result import ToeplitzScore
 
 
 @dataclass
@@ -40,7 +41,7 @@ def score_model(
         Anything :func:`~posviz.read.embeddings.load_position_embeddings` accepts, or
         already loaded embeddings.
     normalize, null_draws, seed
-        See :func:`~posviz.toeplitz.core.score_embeddings`.
+        See :func:`~posviz.toeplitz.engine.score_embeddings`.
     positions, table
         See :func:`~posviz.read.embeddings.load_position_embeddings`.
 

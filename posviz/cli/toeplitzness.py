@@ -20,7 +20,7 @@ from posviz.util.tables import emit, to_csv, to_json
 
 
 def _null_text(draws: int, seed: int) -> str:
-    from posviz.toeplitz.core import null_method_text
+    from posviz.toeplitz.null import null_method_text
 
     return null_method_text(draws, seed) if draws else "not computed (--null-draws 0)"
 

@@ -39,7 +39,7 @@ from posviz.positional_scores import PositionalScores
 from posviz.read.families import AttentionLayout, attention_layout
 
 if TYPE_CHECKING:
-    from posviz.toeplitz.heads import HeadScores
+    from posviz.toeplitz.result import ToeplitzScore
 
 LN_MODES: tuple[str, ...] = ("none", "ln", "ln+type0")
 
@@ -102,7 +102,8 @@ class AbsoluteHeads:
     Examples
     --------
     >>> heads = AbsoluteHeads("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
-    >>> heads.layer(0).toeplitzness().shape                               # doctest: +SKIP
+    >>> from posviz.toeplitz import score
+    >>> score(heads.layer(0)).toeplitzness.shape                          # doctest: +SKIP
     (12,)
     """
 
@@ -264,7 +265,7 @@ class AbsoluteHeads:
     def _project(self, layer: int, *, reuse: bool = False) -> tuple[np.ndarray, FoldedProjection]:
         """``(2 H d_h, n)`` array: rows head by head (queries then keys), columns positions.
 
-        The layout :func:`posviz.toeplitz.heads.score_stacked` takes, written by one
+        The layout :func:`posviz.toeplitz.statistics.stacked_statistics` takes, written by one
         matrix product. With ``reuse`` the same work array serves every call (no
         fresh pages per layer); its contents are then only valid until the next call.
         """
@@ -304,7 +305,7 @@ class AbsoluteHeads:
 
     def score(
         self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True
-    ) -> tuple[PositionalScores | None, HeadScores]:
+    ) -> tuple[PositionalScores | None, ToeplitzScore]:
         """The layer's stack and its per-head scores (the fast path used by the CLI).
 
         Parameters
@@ -312,12 +313,12 @@ class AbsoluteHeads:
         layer
             Layer index.
         null_draws, seed
-            See :func:`posviz.toeplitz.heads.score_layer`.
+            See :func:`posviz.toeplitz.engine.score`.
         keep
             Return the stack too; ``False`` returns ``None`` for it and reuses one
             work array for all layers (scoring many layers).
         """
-        from posviz.toeplitz.heads import score_stacked
+        from posviz.toeplitz.engine import score_stacked
 
         buf, proj = self._project(layer, reuse=not keep)
         z = buf.reshape(self.num_heads, 2, self.head_dim, self.n)

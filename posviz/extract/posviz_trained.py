@@ -18,7 +18,7 @@ from posviz.errors import OptionError
 from posviz.positional_scores import PositionalScores
 
 if TYPE_CHECKING:
-    from posviz.toeplitz.heads import HeadScores
+    from posviz.toeplitz.result import ToeplitzScore
 
 
 def _function(spec: str):
@@ -102,9 +102,9 @@ class HookHeads:
         out.meta = {**stack.meta, **self.metadata(), **self.conventions(layer), "layer": layer}
         return out
 
-    def score(self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True) -> tuple[PositionalScores | None, HeadScores]:
+    def score(self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True) -> tuple[PositionalScores | None, ToeplitzScore]:
         """The layer's stack and per-head scores (computed once per distinct matrix)."""
-        from posviz.toeplitz.heads import score_layer
+        from posviz.toeplitz.engine import score_layer
 
         key, stack = self._stack(layer)
         skey = ("score", key, null_draws, seed)

@@ -31,7 +31,7 @@ from posviz.errors import CheckpointError, OptionError, UnsupportedModelError
 from posviz.positional_scores import PositionalScores
 
 if TYPE_CHECKING:
-    from posviz.toeplitz.heads import HeadScores
+    from posviz.toeplitz.result import ToeplitzScore
 
 #: Positions shown for schemes without a position table, unless ``--positions`` says otherwise.
 DEFAULT_RELATIVE_POSITIONS = 512
@@ -263,10 +263,10 @@ class RelativeHeads:
         out.meta = {**self.metadata(), **conv, "layer": layer}
         return out
 
-    def score(self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True) -> tuple[PositionalScores | None, HeadScores]:
+    def score(self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True) -> tuple[PositionalScores | None, ToeplitzScore]:
         """The layer's stack and per-head scores (computed once per distinct matrix; ``keep`` as in
         :meth:`posviz.extract.absolute.AbsoluteHeads.score`)."""
-        from posviz.toeplitz.heads import score_layer
+        from posviz.toeplitz.engine import score_layer
 
         key, stack, _ = self._entry(layer)
         skey = ("score", key, null_draws, seed)

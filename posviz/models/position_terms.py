@@ -158,8 +158,9 @@ def positional_scores(
     >>> cfg = PosvizAlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
     ...                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=12,
     ...                          position_scheme="tisa")
+    >>> from posviz.toeplitz import score
     >>> s = positional_scores(PosvizForMaskedLM(cfg))
-    >>> s.form, s.heads, s.n, s.toeplitzness().round(6).tolist()
+    >>> s.form, s.heads, s.n, score(s).toeplitzness.round(6).tolist()
     ('offsets', 2, 12, [1.0, 1.0])
     """
     import torch

@@ -20,7 +20,7 @@ import numpy as np
 
 from posviz.plots.common import new_figure, short_label
 from posviz.positional_scores import PositionalScores
-from posviz.toeplitz.heads import HeadScores
+from posviz.toeplitz.result import ToeplitzScore
 
 
 def _wrap(text: str, width: int) -> str:
@@ -29,7 +29,7 @@ def _wrap(text: str, width: int) -> str:
 
 def plot_heads(
     stack: PositionalScores,
-    scores: HeadScores,
+    scores: ToeplitzScore,
     *,
     title: str,
     conventions: str,
@@ -52,7 +52,7 @@ def plot_heads(
     stack
         The layer's ``(heads, n, n)`` stack.
     scores
-        Its :class:`~posviz.toeplitz.heads.HeadScores`.
+        Its :class:`~posviz.toeplitz.result.ToeplitzScore`.
     title
         First title line (model, layer, scheme).
     conventions

@@ -10,6 +10,7 @@ import numpy as np
 from posviz.plots.common import new_figure, short_label
 from posviz.positional_scores import PositionalScores
 from posviz.read.embeddings import PositionEmbeddings
+from posviz.toeplitz.profile import head_profile
 
 NORMALIZE_LABEL = {"none": "E Eᵀ", "cosine": "cosine(eᵢ, eⱼ)", "center": "(E − ē)(E − ē)ᵀ"}
 
@@ -33,7 +34,7 @@ def plot_heatmap(
         One :class:`~posviz.read.embeddings.PositionEmbeddings` or a sequence of them
         (one panel each).
     normalize
-        ``none``, ``cosine`` or ``center`` (see :func:`posviz.toeplitz.core.normalize_embeddings`).
+        ``none``, ``cosine`` or ``center`` (see :func:`posviz.positional_scores.normalize_embeddings`).
     cmap
         Matplotlib colormap name; ``hot`` matches the TISA paper's Figure 1.
     shared_scale
@@ -80,7 +81,7 @@ def plot_heatmap(
             cb = fig.colorbar(image, ax=ax, shrink=0.85, extend=colorbar_extend(mat, *limits[idx]))
             cb.ax.tick_params(labelsize=7)
         if profile:
-            draw_profile(fig.add_subplot(grid[r * 2 + 1, c]), stack.profile(0, spread=pe.n <= 8192))
+            draw_profile(fig.add_subplot(grid[r * 2 + 1, c]), head_profile(stack, 0, spread=pe.n <= 8192))
     if shared_scale and image is not None:
         cb = fig.colorbar(image, ax=fig.axes, shrink=0.6, extend=colorbar_extend(allp, *limits[0]))
         cb.ax.tick_params(labelsize=7)

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from posviz.read.embeddings import PositionEmbeddings
-from posviz.toeplitz.core import ToeplitzScore
+from posviz.toeplitz.result import ToeplitzScore
 
 
 @dataclass(frozen=True)

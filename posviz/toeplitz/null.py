@@ -1,8 +1,9 @@
-"""Exact permutation null of Toeplitzness, in closed form.
+"""The permutation null baseline of Toeplitzness: exact mean and sampled spread.
 
-The null baseline of DESIGN.md permutes the rows of the position embeddings
-before the matrix is formed. For any matrix built row-wise from them (``E E^T``,
-or a head's ``(E W_Q + b_Q)(E W_K + b_K)^T``, LayerNorm included) this permutes
+Null baseline (ARCHITECTURE.md): the same score for the position embeddings
+``E`` with their rows randomly permuted; ``excess = (R^2 - null) / (1 - null)``.
+For any matrix built row-wise from ``E`` (``E E^T``, or a head's
+``(E W_Q + b_Q)(E W_K + b_K)^T``, LayerNorm included) permuting the rows permutes
 rows and columns of ``A`` together: ``A -> Pi A Pi^T``. Under that null the
 denominator of R^2 (the total variance) does not change, so the *mean* of R^2
 over all ``n!`` permutations is ``1 - E[residual] / total`` with
@@ -16,13 +17,23 @@ few permutation-invariant moments of ``A``: the mean of ``A_ab**2`` over
 from ``r x r`` Gram matrices and length-``n`` vectors (``O(n r^2)``), so the null
 mean costs less than one draw of the sampled baseline and has no sampling
 noise. The tests check it against exhaustive enumeration of all permutations.
+
+The spread of the null comes from seeded random permutations
+(:func:`sampled_null`): only the diagonal sums change under a permutation, so
+each draw costs one pass of a diagonal-sum kernel.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from posviz.positional_scores import PosvizWarning, normalize_embeddings
+from posviz.toeplitz.diagonals import DiagonalSums, diagonal_sums_factored, diagonal_sums_fft, max_abs
+from posviz.toeplitz.r2 import toeplitzness_from_sums
 
 
 @dataclass(frozen=True)
@@ -164,7 +175,7 @@ def expected_toeplitzness(m: PermutationMoments, *, exclude_diagonal: bool = Fal
     -------
     numpy.ndarray
         One value per head (a 0-d array for a single matrix). A matrix with zero
-        variance gets 1.0, as in :func:`posviz.toeplitz.core.toeplitzness_from_sums`.
+        variance gets 1.0, as in :func:`posviz.toeplitz.r2.toeplitzness_from_sums`.
     """
     n = m.n
     explained_off = expected_explained(m)
@@ -178,3 +189,126 @@ def expected_toeplitzness(m: PermutationMoments, *, exclude_diagonal: bool = Fal
     tiny = 1e-13 * np.maximum(m.total_sq, np.finfo(float).tiny)
     safe = np.where(tot > tiny, tot, 1.0)
     return np.where(tot > tiny, 1.0 - np.maximum(resid, 0.0) / safe, 1.0)
+
+
+def exact_null_mean(embeddings: np.ndarray) -> tuple[float, float]:
+    """Mean of R^2 (full, off-diagonal) of ``P = E E^T`` over all row permutations of ``E``.
+
+    Permuting rows permutes rows and columns of ``P`` together, which leaves the
+    denominator of R^2 unchanged; the mean residual then depends only on a few
+    permutation-invariant moments of ``P``, computed from ``E^T E`` in
+    ``O(n d^2)`` without forming ``P``.
+    """
+    e = np.asarray(embeddings, dtype=np.float64)
+    e = e / max_abs(e)
+    m = moments_factored(e.T, e.T)
+    return float(expected_toeplitzness(m)), float(expected_toeplitzness(m, exclude_diagonal=True))
+
+
+#: ``permuted_sums(perm) -> (heads, 2n - 1)``: the diagonal sums of every head of
+#: ``A[perm][:, perm]``, in the units of the unpermuted statistics.
+PermutedSums = Callable[[np.ndarray], np.ndarray]
+
+
+def sampled_null(base: Sequence[DiagonalSums], permuted_sums: PermutedSums, draws: int, seed: int) -> np.ndarray:
+    """R^2 (full, off-diagonal) of every head for ``draws`` seeded row permutations.
+
+    Parameters
+    ----------
+    base
+        Each head's statistics, unpermuted. Totals, sums of squares and the main
+        diagonal do not change when rows and columns are permuted together: only
+        the diagonal sums are recomputed per draw.
+    permuted_sums
+        Diagonal sums of every head under a permutation (one permutation of the
+        positions per draw, shared by all heads).
+    draws
+        Number of permutations.
+    seed
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(draws, heads, 2)``: full and off-diagonal R^2 (NaN for ``n < 2``).
+    """
+    n = base[0].n
+    rng = np.random.default_rng(seed)
+    out = np.empty((draws, len(base), 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PosvizWarning)
+        for t in range(draws):
+            sums = permuted_sums(rng.permutation(n))
+            for h, ds in enumerate(base):
+                p = ds.with_sums(sums[h])
+                off = toeplitzness_from_sums(p, exclude_diagonal=True) if n >= 2 else float("nan")
+                out[t, h] = (toeplitzness_from_sums(p), off)
+    return out
+
+
+def null_spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Standard deviation over draws of :func:`sampled_null`'s output: ``(heads,)`` full and off-diagonal."""
+    sd = values.std(axis=0, ddof=1 if values.shape[0] > 1 else 0)
+    return sd[:, 0], sd[:, 1]
+
+
+def permuted_gram_sums(embeddings: np.ndarray, base: DiagonalSums) -> PermutedSums:
+    """Diagonal sums of ``E E^T`` under row permutations of ``E``, in the units of ``base``.
+
+    ``base`` is :func:`~posviz.toeplitz.diagonals.diagonal_sums_factored` of ``E``
+    (units ``P / base.scale``), so ``E`` is divided by ``sqrt(base.scale)``.
+    """
+    scaled = embeddings / np.sqrt(base.scale)
+    return lambda perm: diagonal_sums_fft(scaled[perm], None)[None]
+
+
+def null_baseline(
+    embeddings: np.ndarray,
+    *,
+    normalize: str = "none",
+    draws: int = 10,
+    seed: int = 0,
+    base: DiagonalSums | None = None,
+) -> np.ndarray:
+    """Toeplitzness of ``P`` for row-permuted copies of ``E``.
+
+    Parameters
+    ----------
+    embeddings
+        ``(n, d)`` position embeddings.
+    normalize
+        As in :func:`~posviz.positional_scores.normalize_embeddings` (applied
+        before permuting; both normalisations commute with row permutations).
+    draws
+        Number of random permutations.
+    seed
+        Seed of ``numpy.random.default_rng``.
+    base
+        The diagonal sums of the (normalised) unpermuted ``E``, if already computed.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(draws, 2)``: full and off-diagonal R^2 of each draw.
+    """
+    e = normalize_embeddings(embeddings, normalize)
+    base = diagonal_sums_factored(e) if base is None else base
+    return sampled_null([base], permuted_gram_sums(e, base), draws, seed)[:, 0]
+
+
+def null_method_text(draws: int, seed: int, *, per_head: bool = False) -> str:
+    """How the null baseline is computed, in one phrase.
+
+    Parameters
+    ----------
+    draws, seed
+        Sampled permutations for the spread (the mean is always exact).
+    per_head
+        The wording of per-head tables (``posviz heads``) instead of that of an
+        E_P score (``posviz toeplitzness``, which reports no spread below 2 draws).
+    """
+    if per_head:
+        text = "exact mean over all row permutations of E_P (closed form)"
+        return text + (f"; sd from {draws} seeded permutations" if draws > 0 else "")
+    sd = f"sd over {draws} seeded random permutations (seed {seed})" if draws > 1 else "no sd (fewer than 2 draws)"
+    return f"exact mean over all row permutations of E (closed form); {sd}"

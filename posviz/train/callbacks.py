@@ -54,7 +54,8 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
     import warnings
 
     from posviz.models.position_terms import position_table, positional_scores
-    from posviz.toeplitz.core import PosvizWarning, score_embeddings
+    from posviz.positional_scores import PosvizWarning
+    from posviz.toeplitz.engine import score, score_embeddings
 
     out: dict[str, Any] = {}
     with warnings.catch_warnings():
@@ -64,7 +65,7 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
             s = score_embeddings(table[:n] if n else table, null_draws=5, seed=0)
             out.update(toeplitzness_ep=s.toeplitzness, toeplitzness_ep_offdiag=s.toeplitzness_offdiag, null_ep=s.null_mean, excess_ep=s.excess)
         if model.config.position_scheme != "none":
-            t = positional_scores(model, layer=0, n=n).toeplitzness()
+            t = score(positional_scores(model, layer=0, n=n), null=False).toeplitzness
             out["toeplitzness_heads"] = [float(x) for x in t]
             out["toeplitzness_heads_mean"] = float(t.mean())
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}

@@ -14,7 +14,7 @@ from posviz.errors import CheckpointError, SourceError, UnsupportedModelError
 from posviz.read.checkpoints import Checkpoint
 from posviz.read.embeddings import load_position_embeddings
 from posviz.read.sources import resolve_source
-from posviz.toeplitz.core import score_embeddings, toeplitzness
+from posviz.toeplitz import score_embeddings, toeplitzness
 
 # model_type -> (tensor name in the bare model, rows before position 0)
 EXPECTED = {

@@ -54,7 +54,7 @@ def assert_same_weights(a: dict, b: dict) -> None:
 
 def test_run_folder_log_and_checkpoints(absolute_run):
     from posviz.models import positional_scores
-    from posviz.toeplitz.core import toeplitz_projection
+    from posviz.toeplitz import score, toeplitz_projection
     from posviz.train.log import load_trajectory
 
     out = absolute_run
@@ -69,7 +69,7 @@ def test_run_folder_log_and_checkpoints(absolute_run):
     p = e @ e.T
     dense = 1 - ((p - toeplitz_projection(p)) ** 2).sum() / ((p - p.mean()) ** 2).sum()
     assert last["toeplitzness_ep"] == pytest.approx(dense, rel=1e-9)
-    heads = positional_scores(str(out / "checkpoint-12")).toeplitzness()
+    heads = score(positional_scores(str(out / "checkpoint-12"))).toeplitzness
     np.testing.assert_allclose(last["toeplitzness_heads"], heads, rtol=1e-6)
     csv = (out / "trajectory.csv").read_text().splitlines()
     assert csv[0].startswith("step,train_loss,eval_loss,eval_accuracy,toeplitzness_ep") and "toeplitzness_head_3" in csv[0]

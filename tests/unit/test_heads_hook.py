@@ -33,6 +33,7 @@ def trained(tmp_path_factory):
 @pytest.mark.parametrize("scheme", ["absolute", "tisa", "tupe-r"])
 def test_scores_are_those_of_the_models_own_positional_scores(trained, scheme):
     from posviz.models import positional_scores
+    from posviz.toeplitz import score
 
     r = CliRunner().invoke(app, ["heads", str(trained[scheme]), "--layers", "all", "-f", "json", "--ln", "ln+type0"])
     assert r.exit_code == 0, r.output
@@ -41,7 +42,7 @@ def test_scores_are_those_of_the_models_own_positional_scores(trained, scheme):
     for layer in (0, 1):
         ref = positional_scores(str(trained[scheme]), layer=layer, convention="ln+type0")
         ours = [x["toeplitzness"] for x in rows if x["layer"] == layer]
-        np.testing.assert_allclose(ours, ref.toeplitzness(), rtol=1e-9)
+        np.testing.assert_allclose(ours, score(ref).toeplitzness, rtol=1e-9)
     assert all(x["position_scheme"] == scheme and "positional_scores" in x["computed_by"] for x in rows)
     if scheme == "tisa":
         assert all(x["toeplitzness"] == 1.0 for x in rows)

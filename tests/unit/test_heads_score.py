@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from scipy.linalg import toeplitz as make_toeplitz
 
-from posviz.positional_scores import PositionalScores
-from posviz.toeplitz import core as tz
-from posviz.toeplitz import heads as hs
+from posviz import toeplitz as tz
+from posviz.positional_scores import PositionalScores, PosvizWarning
 from posviz.toeplitz import null as perm
 
 
@@ -36,7 +35,7 @@ def _dense_r2(a: np.ndarray) -> tuple[float, float]:
 @pytest.mark.parametrize("seed,n,r", [(0, 37, 5), (1, 64, 3), (2, 9, 12), (3, 2, 4)])
 def test_batched_closed_form_matches_dense(seed, n, r, method):
     q, k = _factors(seed, n=n, r=r)
-    scores = hs.score_layer(PositionalScores.from_factors(q, k), method=method)
+    scores = tz.score(PositionalScores.from_factors(q, k), method=method)
     assert scores.r2_method.startswith("closed" if method == "closed" else "two-pass")
     for h in range(q.shape[0]):
         a = q[h] @ k[h].T
@@ -55,7 +54,7 @@ def test_two_pass_is_accurate_when_a_constant_dominates():
     c = 300.0
     qc = np.concatenate([q, np.full((2, 40, 1), c)], axis=2)
     kc = np.concatenate([k, np.full((2, 40, 1), c)], axis=2)
-    scores = hs.score_layer(PositionalScores.from_factors(qc, kc))
+    scores = tz.score(PositionalScores.from_factors(qc, kc))
     for h in range(2):
         a = q[h] @ k[h].T  # the constant does not change R^2: it is removed by both projections
         assert scores.toeplitzness[h] == pytest.approx(_dense_r2(a)[0], rel=1e-9)
@@ -64,8 +63,8 @@ def test_two_pass_is_accurate_when_a_constant_dominates():
 @pytest.mark.parametrize("mult", [1e-80, 1e90])
 def test_extreme_magnitudes_are_rescaled(mult):
     q, k = _factors(4)
-    base = hs.score_layer(PositionalScores.from_factors(q, k))
-    big = hs.score_layer(PositionalScores.from_factors(q * mult, k * mult))
+    base = tz.score(PositionalScores.from_factors(q, k))
+    big = tz.score(PositionalScores.from_factors(q * mult, k * mult))
     np.testing.assert_allclose(big.toeplitzness, base.toeplitzness, rtol=1e-12)
     np.testing.assert_allclose(big.null_mean, base.null_mean, rtol=1e-12)
     np.testing.assert_allclose(big.profiles / mult**2, base.profiles, rtol=1e-10)
@@ -74,7 +73,7 @@ def test_extreme_magnitudes_are_rescaled(mult):
 def _all_permutation_r2(a: np.ndarray) -> np.ndarray:
     out = []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tz.PosvizWarning)
+        warnings.simplefilter("ignore", PosvizWarning)
         for p in itertools.permutations(range(a.shape[0])):
             b = a[np.ix_(p, p)]
             out.append((tz.toeplitzness(b), tz.toeplitzness(b, exclude_diagonal=True)))
@@ -100,7 +99,7 @@ def test_exact_null_for_an_asymmetric_dense_matrix():
 
 def test_layer_null_matches_exhaustive_mean():
     q, k = _factors(5, heads=2, n=6, r=2)
-    scores = hs.score_layer(PositionalScores.from_factors(q, k))
+    scores = tz.score(PositionalScores.from_factors(q, k))
     for h in range(2):
         exhaustive = _all_permutation_r2(q[h] @ k[h].T).mean(axis=0)
         assert scores.null_mean[h] == pytest.approx(exhaustive[0], abs=1e-12)
@@ -110,7 +109,7 @@ def test_layer_null_matches_exhaustive_mean():
 def test_sampled_null_spread_reproduces_explicit_permutations():
     q, k = _factors(6, heads=2, n=30, r=4)
     draws, seed = 7, 11
-    scores = hs.score_layer(PositionalScores.from_factors(q, k), null_draws=draws, seed=seed)
+    scores = tz.score(PositionalScores.from_factors(q, k), null_draws=draws, seed=seed)
     rng = np.random.default_rng(seed)
     orders = [rng.permutation(30) for _ in range(draws)]  # one permutation of E_P per draw, shared by heads
     for h in range(2):
@@ -121,7 +120,7 @@ def test_sampled_null_spread_reproduces_explicit_permutations():
 
 def test_offsets_stack_is_exactly_toeplitz_and_has_no_null():
     f = np.random.default_rng(8).normal(size=(3, 2 * 20 - 1))
-    scores = hs.score_layer(PositionalScores.from_offsets(f))
+    scores = tz.score(PositionalScores.from_offsets(f))
     assert np.all(scores.toeplitzness == 1.0) and np.all(scores.toeplitzness_offdiag == 1.0)
     assert np.all(np.isnan(scores.null_mean))
     np.testing.assert_allclose(scores.profiles, f, rtol=1e-12)
@@ -134,7 +133,7 @@ def test_offsets_stack_is_exactly_toeplitz_and_has_no_null():
 
 def test_rows_are_json_ready():
     q, k = _factors(9, heads=2, n=12)
-    rows = hs.score_layer(PositionalScores.from_factors(q, k)).rows(profiles=True)
+    rows = tz.score(PositionalScores.from_factors(q, k)).rows(profiles=True)
     assert [r["head"] for r in rows] == [0, 1]
     assert all(isinstance(r["toeplitzness"], float) and len(r["profile"]) == 23 for r in rows)
     assert all(r["peak_offset"] == int(np.argmax(np.array(r["profile"])[11 - 6 : 11 + 7]) - 6) for r in rows)
@@ -151,3 +150,42 @@ def test_long_profiles_are_drawn_as_exact_block_means():
     np.testing.assert_allclose(pp[1], [prof[1, i : i + 4].mean() for i in (0, 4, 8, 12, 16)])
     same = _thin_profiles(k, prof, 100)
     assert same[2] == 1 and same[1] is prof
+
+
+def test_the_e_p_score_is_the_one_head_case():
+    from posviz.toeplitz.result import DICT_FIELDS
+
+    e = np.random.default_rng(12).normal(size=(60, 8)) + np.cos(np.arange(60) / 6)[:, None]
+    ep = tz.score_embeddings(e, null_draws=5, seed=2)
+    stack = tz.score(PositionalScores.from_factors(e), null_draws=5, seed=2)
+    one = stack[0]
+    for field in DICT_FIELDS[:8]:
+        assert getattr(one, field) == getattr(ep, field), field
+        assert getattr(stack, field).shape == (1,)
+    d = ep.to_dict()
+    assert list(d) == list(DICT_FIELDS)
+    assert all(type(d[f]) is float for f in DICT_FIELDS[:8])
+    assert (d["normalize"], d["null_draws"], d["seed"]) == ("none", 5, 2)
+    assert d["null_method"].startswith("exact mean over all row permutations of E (closed form); sd over 5")
+    assert stack.to_dict()["toeplitzness"] == [d["toeplitzness"]]
+    np.testing.assert_allclose(one.profiles, tz.diagonal_profile(embeddings=e, spread=False).mean, rtol=1e-12)
+
+
+def test_r2_method_is_decided_in_one_place():
+    from posviz.toeplitz.r2 import EXACT_LIMIT
+
+    n = 100
+    r_small, r_big = int(EXACT_LIMIT // n**2), int(EXACT_LIMIT // n**2) + 1
+    assert tz.r2_method("offsets", n, None, "exact") == "construction"
+    assert tz.r2_method("dense", n, None, "auto") == "exact"
+    assert tz.r2_method("dense", n, None, "closed") == "closed"
+    assert tz.r2_method("factored", n, r_small, "auto") == "exact"
+    assert tz.r2_method("factored", n, r_big, "auto") == "closed"
+    assert tz.r2_method("factored", n, r_big, "exact") == "exact"
+    assert tz.r2_method("factored", n, r_small, "closed") == "closed"
+    # a stack reports the decision it was scored by
+    q, k = _factors(13, heads=2, n=20, r=3)
+    assert tz.score(PositionalScores.from_factors(q, k), method="closed").r2_method.startswith("closed")
+    dense = PositionalScores.from_dense(q @ np.swapaxes(k, 1, 2))
+    assert tz.score(dense).r2_method.startswith("two-pass")
+    assert tz.score(dense, method="closed").r2_method.startswith("closed")

@@ -11,7 +11,7 @@ from posviz.cli.app import app
 from posviz.models import PosvizAlbertConfig, PosvizForMaskedLM, position_table
 from posviz.read.embeddings import load_position_embeddings
 from posviz.read.families import family_for_config
-from posviz.toeplitz.core import score_embeddings
+from posviz.toeplitz import score_embeddings
 
 TINY = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=24)

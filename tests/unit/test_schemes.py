@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from posviz.models.schemes import AlibiScores, T5Scores, TisaScores, TupeScores
-from posviz.toeplitz.core import toeplitz_projection, toeplitzness
+from posviz.toeplitz import toeplitz_projection, toeplitzness
 
 
 def _is_toeplitz(a: np.ndarray) -> bool:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from posviz.positional_scores import PositionalScores
-from posviz.toeplitz.core import toeplitzness
+from posviz.toeplitz import head_profile, score, toeplitzness
 
 
 def _stacks():
@@ -25,12 +25,12 @@ def _stacks():
 def test_forms_agree_with_dense(stack):
     full = stack.to_dense()
     assert full.shape == (stack.heads, stack.n, stack.n)
-    got = stack.toeplitzness()
-    got_off = stack.toeplitzness(exclude_diagonal=True)
+    scores = score(stack)
+    got, got_off = scores.toeplitzness, scores.toeplitzness_offdiag
     for h in range(stack.heads):
         assert got[h] == pytest.approx(toeplitzness(full[h]), rel=1e-9)
         assert got_off[h] == pytest.approx(toeplitzness(full[h], exclude_diagonal=True), rel=1e-9)
-        prof = stack.profile(h, block=5)
+        prof = head_profile(stack, h, block=5)
         for k in (-22, -1, 0, 4, 22):
             d = np.diagonal(full[h], k)
             assert prof.mean[k + 22] == pytest.approx(d.mean(), rel=1e-9, abs=1e-12)
@@ -54,7 +54,7 @@ def test_offsets_form_is_exactly_toeplitz():
     stack = PositionalScores.from_offsets(f)
     m = stack.matrix(0)
     assert m[0, 3] == f[0, 10 + 2]  # F[i, j] = f(j - i), k = 3 at index k + n - 1
-    assert stack.toeplitzness()[0] == pytest.approx(1.0, abs=1e-12)
+    assert score(stack).toeplitzness[0] == pytest.approx(1.0, abs=1e-12)
 
 
 def test_embeddings_stack_is_gram():

@@ -11,14 +11,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.linalg import toeplitz as scipy_toeplitz
 
+from posviz.positional_scores import PosvizWarning, gram, normalize_embeddings
 from posviz.read.embeddings import sinusoidal_embeddings
-from posviz.toeplitz.core import (
-    PosvizWarning,
+from posviz.toeplitz import (
     diagonal_profile,
     diagonal_sums_dense,
     diagonal_sums_factored,
-    gram,
-    normalize_embeddings,
     null_baseline,
     score_embeddings,
     toeplitz_projection,
@@ -141,7 +139,7 @@ def test_sinusoidal_control_is_toeplitz():
 def test_gaussian_excess_is_near_zero():
     e = np.random.default_rng(0).normal(size=(512, 384))
     s = score_embeddings(e, null_draws=10, seed=0)
-    # DESIGN.md: a Gaussian 512x384 E_P scores about 0.43 on the full variant
+    # ARCHITECTURE.md: a Gaussian 512x384 E_P scores about 0.43 on the full variant
     assert s.toeplitzness == pytest.approx(0.43, abs=0.02)
     assert abs(s.excess) <= 0.05
     assert abs(s.excess_offdiag) <= 0.05
@@ -213,7 +211,7 @@ def test_normalize_options():
 def test_exact_null_mean_is_the_mean_over_all_permutations(n, d, seed):
     import itertools
 
-    from posviz.toeplitz.core import exact_null_mean
+    from posviz.toeplitz import exact_null_mean
 
     e = np.random.default_rng(seed).normal(size=(n, d)) + np.arange(n)[:, None] / n
     full, off = [], []
@@ -227,7 +225,7 @@ def test_exact_null_mean_is_the_mean_over_all_permutations(n, d, seed):
 
 
 def test_score_uses_exact_null_mean_and_sampled_sd():
-    from posviz.toeplitz.core import exact_null_mean
+    from posviz.toeplitz import exact_null_mean
 
     e = np.random.default_rng(8).normal(size=(128, 16)) + np.sin(np.arange(128) / 7)[:, None]
     s = score_embeddings(e, null_draws=40, seed=3)
@@ -260,16 +258,16 @@ def test_dense_path_for_small_n_equals_the_factored_paths_and_the_reference(norm
 
 
 def test_dense_path_is_only_taken_up_to_its_limit(monkeypatch):
-    import posviz.toeplitz.core as tz
+    import posviz.toeplitz.statistics as st
 
     e = np.random.default_rng(2).normal(size=(40, 8))
     calls = []
-    real = tz._score_dense
-    monkeypatch.setattr(tz, "_score_dense", lambda *a: calls.append(a) or real(*a))
-    tz.score_embeddings(e, null_draws=2)
-    monkeypatch.setattr(tz, "DENSE_POSITIONS", 39)
-    tz.score_embeddings(e, null_draws=2)
-    tz.score_embeddings(e, null_draws=2, method="closed")
+    real = st._dense_gram
+    monkeypatch.setattr(st, "_dense_gram", lambda *a, **k: calls.append(a) or real(*a, **k))
+    score_embeddings(e, null_draws=2)
+    monkeypatch.setattr(st, "DENSE_POSITIONS", 39)
+    score_embeddings(e, null_draws=2)
+    score_embeddings(e, null_draws=2, method="closed")
     assert len(calls) == 1
 
 
@@ -285,7 +283,7 @@ def test_dense_diagonal_sums_match_traces(n):
 def test_fft_length_is_scipys_next_fast_len():
     from scipy.fft import next_fast_len
 
-    from posviz.toeplitz.core import fft_length
+    from posviz.toeplitz import fft_length
 
     for n in list(range(1, 3000)) + [4096, 32768, 65537, 10**6 + 1]:
         assert fft_length(n) == next_fast_len(2 * n - 1, real=True), n

@@ -32,6 +32,7 @@ def _page(ctx: ReportContext, item: ReportItem):
     from posviz.plots.common import short_label
     from posviz.plots.heatmap import NORMALIZE_LABEL, color_limits, colorbar_extend, draw_matrix, draw_profile
     from posviz.positional_scores import PositionalScores
+    from posviz.toeplitz.profile import head_profile
 
     o = ctx.options
     pe, score = item.embeddings, item.score
@@ -56,7 +57,7 @@ def _page(ctx: ReportContext, item: ReportItem):
 
     right = 0.675
     pax = fig.add_axes((right, CONTENT_TOP - 0.33, MARGIN_RIGHT - right, 0.30))
-    draw_profile(pax, stack.profile(0, spread=pe.n <= 8192), fontsize=9)
+    draw_profile(pax, head_profile(stack, 0, spread=pe.n <= 8192), fontsize=9)
     pax.set_title("diagonal profile: P along each offset k", fontsize=9, loc="left")
     pax.grid(alpha=0.25, lw=0.5)
 
