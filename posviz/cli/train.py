@@ -88,6 +88,8 @@ def command(
     kernels: Annotated[int | None, typer.Option("--kernels", min=1, help="TISA kernels per head. (default: 5)", show_default=False)] = None,
     precision: Annotated[Precision | None, typer.Option("--precision", help="auto: bf16/fp16 autocast on CUDA, fp32 on CPU. (default: auto)", show_default=False)] = None,
     keep: Annotated[int | None, typer.Option("--keep", min=2, help="Checkpoints to keep. (default: 2)", show_default=False)] = None,
+    dropout: Annotated[float | None, typer.Option("--dropout", help="Hidden and attention dropout, 0 <= P < 1 (ALBERT v1: 0.1, v2: 0). (default: 0)", show_default=False)] = None,
+    train_fraction: Annotated[float | None, typer.Option("--train-fraction", help="Train on this share of the training blocks, 0 < F <= 1 (a fixed subset; tokenizer and held-out set stay those of the whole corpus). (default: 1)", show_default=False)] = None,
 ) -> None:
     """Train an ALBERT-style masked LM with a chosen positional scheme, tracking Toeplitzness.
 
@@ -96,11 +98,15 @@ def command(
     table) and of each head's positional scores. Checkpoints load with
     `posviz heatmap`, `posviz toeplitzness` and `posviz heads`.
 
+    Several processes or GPUs: torchrun --nproc_per_node N -m posviz train ...
+    (--batch-size is per process; the main process writes the run folder).
+
     Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
     """
-    from posviz.errors import OptionError
+    from posviz.errors import OptionError, PosvizError
     from posviz.train.loop import train
     from posviz.train.options import FIXED_OPTIONS, TrainOptions
+    from posviz.train.processes import process_rank
     from posviz.train.result import summary_lines
     from posviz.train.run_folder import default_out, recorded_options
 
@@ -109,6 +115,7 @@ def command(
         "size": size.value if size else None, "steps": steps, "seq_len": seq_len, "seed": seed,
         "eval_every": eval_every, "save_every": save_every, "batch_size": batch_size, "learning_rate": lr,
         "vocab_size": vocab_size, "tisa_kernels": kernels, "precision": precision.value if precision else None, "keep": keep,
+        "dropout": dropout, "train_fraction": train_fraction,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if out is None:
@@ -133,10 +140,18 @@ def command(
     if "corpus" not in merged:
         raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
     options = TrainOptions(**merged)
-    display = _Display()
+    main = process_rank() == 0  # under torchrun only the main process reports
+    display = _Display() if main else None
     try:
         result = train(options, resume=resume, on_update=display)
+    except PosvizError:
+        if main:
+            raise
+        raise SystemExit(2) from None  # the main process prints the error once
     finally:
-        display.stop()
+        if display:
+            display.stop()
+    if not main:
+        return
     typer.echo("\n".join(summary_lines(result)))
     typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")

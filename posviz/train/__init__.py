@@ -14,6 +14,8 @@ a run (see ARCHITECTURE.md):
   corpus → tokenizer → fixed-length blocks → training and held-out sets;
 * :mod:`~posviz.train.collate`: the blocks dataset and the seeded MLM collator;
 * :mod:`~posviz.train.callbacks`: masked accuracy, Toeplitzness, logs, manifests, progress;
+* :mod:`~posviz.train.processes`: several processes under ``torchrun`` (the main
+  process decides and writes, the others wait for it);
 * :mod:`~posviz.train.loop`: :func:`train`, the run top to bottom;
 * :mod:`~posviz.train.result`: :class:`TrainResult` and the summary;
 * :mod:`~posviz.train.log`: ``trajectory.json``/``.csv`` (no torch: plots read runs cheaply);

@@ -93,7 +93,11 @@ def make_callbacks(run_dir: Path, run_info: dict[str, Any], on_update: Callable[
     base = _trainer_callback_base()  # transformers is imported only when a run starts
 
     class ToeplitznessCallback(base):
-        """Adds Toeplitzness to each evaluation's log entry and rewrites the run's logs."""
+        """Adds Toeplitzness to each evaluation's log entry and rewrites the run's logs.
+
+        Every process measures (their weights are the same), so that every
+        process's log history is complete; the main process writes the logs.
+        """
 
         def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
             if model is None:
@@ -113,7 +117,9 @@ def make_callbacks(run_dir: Path, run_info: dict[str, Any], on_update: Callable[
 
         def on_save(self, args, state, control, **kwargs):
             from posviz.train.manifests import write_manifest
+            from posviz.train.processes import barrier
 
+            barrier(args)  # every process has written its rng_state_<rank>.pth into the checkpoint
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if state.is_world_process_zero and folder.is_dir():
                 write_manifest(folder)

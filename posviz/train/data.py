@@ -1,6 +1,7 @@
 """From corpus to datasets: token blocks, the held-out split, the data fingerprint.
 
-A run's data is built in three steps (see ARCHITECTURE.md):
+A run's data is built in three steps, put together by :func:`prepare_run_data`
+(see ARCHITECTURE.md):
 
 1. :func:`tokenize_corpus`: the corpus (:mod:`posviz.train.corpus`) and the
    tokenizer (:mod:`posviz.train.tokenizer`: the run folder's own, the one given,
@@ -8,7 +9,8 @@ A run's data is built in three steps (see ARCHITECTURE.md):
    (:func:`make_blocks`);
 2. :func:`split_blocks`: a held-out set chosen with a fixed seed (:data:`SPLIT_SEED`,
    not the run's ``--seed``, so runs share one evaluation set) and masked once
-   (:func:`posviz.train.collate.mask_once`); the rest is the training set;
+   (:func:`posviz.train.collate.mask_once`); the rest is the training set, or the
+   share ``--train-fraction`` of it (:func:`training_subset`);
 3. :func:`fingerprint`: a hash of the blocks, recorded in ``run.json`` so that
    ``--resume`` refuses a changed corpus or tokenizer.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from posviz.errors import PosvizError
 
@@ -27,6 +29,52 @@ if TYPE_CHECKING:
     from posviz.train.options import TrainOptions
 
 SPLIT_SEED = 0  # held-out split and its masking do not depend on --seed: runs share one eval set
+SUBSET_SEED = 1  # --train-fraction's subset does not depend on --seed either: seeds differ by initialisation and order only
+
+
+class RunData(NamedTuple):
+    """A run's tokenizer, its training and held-out sets, and the contents of ``run.json``."""
+
+    tokenizer: Any
+    train_set: Blocks
+    eval_set: Blocks
+    info: dict[str, Any]
+
+
+def prepare_run_data(options: TrainOptions, *, resume: bool, main: bool = True, world_size: int = 1) -> RunData:
+    """The data of a run; the main process also writes the run folder's first files.
+
+    The main process builds the tokenizer and the blocks (:func:`tokenize_corpus`),
+    checks that a resumed run's data did not change, and writes ``run.json`` and
+    ``tokenizer/`` (:func:`posviz.train.run_folder.start_run_folder`). The other
+    processes of a ``torchrun`` launch run this afterwards
+    (:func:`posviz.train.processes.main_first`): they read the main process's
+    tokenizer and check that they built the same blocks.
+
+    Parameters
+    ----------
+    options
+        The run's options.
+    resume
+        The run continues from a checkpoint.
+    main
+        This is the main process (the only one that writes).
+    world_size
+        Number of processes; recorded in ``run.json`` with the global batch size.
+    """
+    from posviz.train import run_folder as folder
+
+    tokenizer, blocks = tokenize_corpus(options, options.out / folder.TOKENIZER_DIR)
+    train_set, eval_set = split_blocks(tokenizer, blocks, options.max_eval_blocks, options.train_fraction)
+    info = {**options.to_json(), "data_fingerprint": fingerprint(blocks), "train_blocks": len(train_set), "eval_blocks": len(eval_set),
+            "world_size": world_size, "global_batch_size": world_size * options.batch_size}
+    if resume or not main:
+        folder.check_same_data(options.out, info["data_fingerprint"])
+    if main:
+        if resume:
+            folder.warn_changed_processes(options.out, world_size)
+        folder.start_run_folder(options.out, info, tokenizer)  # all checks passed: the first files of the run
+    return RunData(tokenizer, train_set, eval_set, info)
 
 
 def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, Any]:
@@ -64,8 +112,11 @@ def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, An
     return tokenizer, blocks
 
 
-def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int) -> tuple[Blocks, Blocks]:
+def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int, train_fraction: float = 1.0) -> tuple[Blocks, Blocks]:
     """Training and held-out sets: 5% of the blocks (at most ``max_eval_blocks``) held out, masked once.
+
+    ``train_fraction`` below 1 keeps that share of the training blocks
+    (:func:`training_subset`); the held-out set does not change with it.
 
     Returns
     -------
@@ -80,8 +131,23 @@ def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int) -> tuple[Blocks, 
     order = np.random.default_rng(SPLIT_SEED).permutation(len(blocks))
     n_eval = min(max_eval_blocks, max(1, len(blocks) // 20))
     eval_set = mask_once(tokenizer, blocks[np.sort(order[:n_eval])])
-    train_set = Blocks(torch.as_tensor(blocks[np.sort(order[n_eval:])]))
+    train_rows = np.sort(order[n_eval:])
+    train_set = Blocks(torch.as_tensor(blocks[train_rows[training_subset(len(train_rows), train_fraction)]]))
     return train_set, eval_set
+
+
+def training_subset(n: int, fraction: float):
+    """Indices (sorted) of the share ``fraction`` of ``n`` training blocks, at least one.
+
+    A fixed random order (:data:`SUBSET_SEED`) cut at ``ceil(fraction * n)``: the same
+    for every run seed, and a smaller fraction's subset lies inside a larger one's.
+    """
+    import math
+
+    import numpy as np
+
+    order = np.random.default_rng(SUBSET_SEED).permutation(n)
+    return np.sort(order[: max(1, math.ceil(fraction * n))])
 
 
 def fingerprint(blocks) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from posviz.errors import PosvizError
 from posviz.train.options import TrainOptions
-from posviz.train.result import TrainResult
+from posviz.train.result import TrainResult, finished_run
 
 
 def _quiet_transformers() -> None:
@@ -39,12 +39,14 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
         (same weights, optimizer, scheduler and RNG states as an uninterrupted run).
     on_update
         Called with ``("setup", dict)``, ``("step", int)``, ``("loss", float)`` and
-        ``("evaluate", record)`` for progress displays.
+        ``("evaluate", record)`` for progress displays (in the main process only).
 
     Returns
     -------
     TrainResult
-        Final checkpoint, evaluation records and timing.
+        Final checkpoint, evaluation records and timing. Under ``torchrun`` every
+        process returns one; the main process wrote the run folder
+        (:mod:`~posviz.train.processes`).
     """
     import transformers
     from transformers import Trainer
@@ -54,28 +56,24 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     from posviz.train import run_folder as folder
     from posviz.train.callbacks import argmax_logits, make_callbacks, masked_accuracy
     from posviz.train.collate import MlmCollator
-    from posviz.train.data import fingerprint, split_blocks, tokenize_corpus
-    from posviz.train.log import evaluation_records
+    from posviz.train.data import prepare_run_data
     from posviz.train.manifests import checkpoint_step
     from posviz.train.options import model_config, precision_flags, training_arguments
+    from posviz.train.processes import decided_by_main, main_first
 
     _quiet_transformers()
-    # -- the run folder: checks, and the checkpoint to resume from --
-    checkpoint = folder.check_run_folder(options, resume)
-    start_step = checkpoint_step(checkpoint) if checkpoint else 0
-    out = options.out
     flags, device = precision_flags(options.precision)
-    args = training_arguments(options, flags, from_scratch=checkpoint is None)
+    args = training_arguments(options, flags)  # under torchrun: one of several processes (train.processes)
+    main = args.process_index == 0
+    on_update = on_update if main else None  # one progress display, the main process's
+    # -- the run folder: checks, and the checkpoint to resume from (the main process decides) --
+    checkpoint = decided_by_main(args, lambda: folder.check_run_folder(options, resume))
+    args.eval_on_start = checkpoint is None  # a resumed run has its step-0 evaluation in its log
+    start_step = checkpoint_step(checkpoint) if checkpoint else 0
 
-    # -- data (the main process first; the others reuse its tokenizer) --
-    with args.main_process_first(local=False, desc="tokenizer"):
-        tokenizer, blocks = tokenize_corpus(options, out / folder.TOKENIZER_DIR)
-    train_set, eval_set = split_blocks(tokenizer, blocks, options.max_eval_blocks)
-    run_info = {**options.to_json(), "data_fingerprint": fingerprint(blocks), "train_blocks": len(train_set), "eval_blocks": len(eval_set)}
-    if resume:
-        folder.check_same_data(out, run_info["data_fingerprint"])
-    if args.process_index == 0:  # all checks passed: the first files of the run
-        folder.start_run_folder(out, run_info, tokenizer)
+    # -- data (the main process first: it writes run.json and the tokenizer the others read) --
+    data = main_first(args, lambda: prepare_run_data(options, resume=resume, main=main, world_size=args.world_size))
+    tokenizer, train_set, eval_set, run_info = data
 
     # -- model --
     config = model_config(options, tokenizer)
@@ -96,7 +94,7 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
         processing_class=tokenizer,
         compute_metrics=masked_accuracy,
         preprocess_logits_for_metrics=argmax_logits,
-        callbacks=make_callbacks(out, run_info, on_update),
+        callbacks=make_callbacks(options.out, run_info, on_update),
     )
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
@@ -108,19 +106,8 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     except OSError as e:
         if e.errno not in folder.WRITE_ERRNOS:
             raise
-        raise PosvizError(folder.write_failure(out, e, trainer.state.global_step)) from None
+        raise PosvizError(folder.write_failure(options.out, e, trainer.state.global_step)) from None
     seconds = time.perf_counter() - start
 
     # -- summary --
-    return TrainResult(
-        options=options,
-        checkpoint=out / f"checkpoint-{trainer.state.global_step}",
-        records=evaluation_records(trainer.state.log_history),
-        seconds=seconds,
-        steps_run=trainer.state.global_step - start_step,
-        parameters=parameters,
-        train_blocks=len(train_set),
-        eval_blocks=len(eval_set),
-        resumed_from=checkpoint,
-        device=device,
-    )
+    return finished_run(options, trainer, data, checkpoint=checkpoint, seconds=seconds, parameters=parameters, device=device)

@@ -21,7 +21,10 @@ LEARNING_RATES = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 #: Options that define a run; ``--resume`` refuses to change them.
-FIXED_OPTIONS = ("scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size", "tisa_kernels", "shared_layers")
+FIXED_OPTIONS = (
+    "scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size",
+    "tisa_kernels", "shared_layers", "dropout", "train_fraction",
+)
 
 
 @dataclass
@@ -56,6 +59,14 @@ class TrainOptions:
         TISA kernels per head; ALBERT-style cross-layer sharing (one layer group).
     max_eval_blocks
         At most this many held-out blocks (5% of the corpus otherwise).
+    dropout
+        Hidden and attention dropout (ALBERT's ``hidden_dropout_prob`` and
+        ``attention_probs_dropout_prob``); 0 as ALBERT v2, 0.1 as ALBERT v1 and BERT.
+    train_fraction
+        Train on this share of the training blocks (a fixed random subset, the same
+        for every ``--seed``; smaller fractions are subsets of larger ones). The
+        tokenizer and the held-out set still come from the whole corpus, so runs
+        with different fractions are evaluated on the same held-out blocks.
     """
 
     scheme: str
@@ -76,6 +87,8 @@ class TrainOptions:
     tisa_kernels: int = 5
     shared_layers: bool = True
     max_eval_blocks: int = 256
+    dropout: float = 0.0
+    train_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         from posviz.models.configuration_posviz import SCHEMES, SIZES
@@ -98,6 +111,8 @@ class TrainOptions:
             (self.vocab_size >= 100, "--vocab-size must be at least 100", None),
             (self.tisa_kernels >= 1, "--kernels must be at least 1", None),
             (self.learning_rate > 0, "--lr must be positive", None),
+            (0 <= self.dropout < 1, f"--dropout must be at least 0 and below 1, not {self.dropout}", None),
+            (0 < self.train_fraction <= 1, f"--train-fraction must be above 0 and at most 1, not {self.train_fraction}", None),
         ]
         for ok, message, hint in checks:
             if not ok:
@@ -129,17 +144,20 @@ def precision_flags(precision: str) -> tuple[dict[str, Any], str]:
     return flags, f"{'cuda' if cuda else 'cpu'} {precision}"
 
 
-def training_arguments(options: TrainOptions, flags: dict[str, Any], *, from_scratch: bool):
+def training_arguments(options: TrainOptions, flags: dict[str, Any]):
     """The run's ``TrainingArguments``: AdamW with linear warm-up and decay, evaluation and checkpoints every N steps.
+
+    Under ``torchrun`` their first use starts the process group (gloo on CPU,
+    NCCL on GPUs; see :mod:`posviz.train.processes`). ``eval_on_start`` is left off: the loop sets it once it knows the
+    run starts from scratch (a resumed run has that evaluation in its log already).
 
     Parameters
     ----------
     options
-        The run's options.
+        The run's options; ``batch_size`` is per process (the global batch is
+        ``batch_size`` × the number of processes).
     flags
         Precision flags (:func:`precision_flags`).
-    from_scratch
-        Evaluate at step 0 too (a resumed run has that evaluation in its log already).
     """
     from transformers import TrainingArguments
 
@@ -158,7 +176,6 @@ def training_arguments(options: TrainOptions, flags: dict[str, Any], *, from_scr
         max_grad_norm=1.0,
         eval_strategy="steps",
         eval_steps=options.eval_every,
-        eval_on_start=from_scratch,
         save_strategy="steps",
         save_steps=options.save_every,
         save_total_limit=options.keep,
@@ -169,6 +186,7 @@ def training_arguments(options: TrainOptions, flags: dict[str, Any], *, from_scr
         disable_tqdm=True,
         dataloader_num_workers=0,
         remove_unused_columns=False,  # keep the block index the collator seeds masking with
+        ddp_find_unused_parameters=False,  # every parameter of every scheme gets a gradient (tested)
         **flags,
     )
 
@@ -183,6 +201,8 @@ def model_config(options: TrainOptions, tokenizer: Any):
         position_scheme=options.scheme,
         tisa_kernels=options.tisa_kernels,
         num_hidden_groups=1 if options.shared_layers else SIZES[options.size]["num_hidden_layers"],
+        hidden_dropout_prob=options.dropout,
+        attention_probs_dropout_prob=options.dropout,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.sep_token_id,

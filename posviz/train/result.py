@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posviz.train.options import TrainOptions
+
+if TYPE_CHECKING:
+    from posviz.train.data import RunData
 
 
 @dataclass
@@ -32,6 +35,8 @@ class TrainResult:
         Checkpoint the run continued from, or ``None``.
     device
         Device and precision in words (``"cpu fp32"``).
+    world_size, process_index
+        Number of training processes (``torchrun``) and this one's rank (0: the main process).
     """
 
     options: TrainOptions
@@ -44,7 +49,42 @@ class TrainResult:
     eval_blocks: int
     resumed_from: Path | None = None
     device: str = "cpu"
+    world_size: int = 1
+    process_index: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def finished_run(options: TrainOptions, trainer: Any, data: RunData, *, checkpoint: Path | None, seconds: float,
+                 parameters: int, device: str) -> TrainResult:
+    """The :class:`TrainResult` of a run whose Trainer finished.
+
+    Parameters
+    ----------
+    options, trainer, data
+        The run's options, its Trainer after ``train()``, its data (:class:`~posviz.train.data.RunData`).
+    checkpoint
+        The checkpoint the run resumed from (``None``: from scratch).
+    seconds, parameters, device
+        Training time, model size, device and precision in words.
+    """
+    from posviz.train.log import evaluation_records
+    from posviz.train.manifests import checkpoint_step
+
+    step = trainer.state.global_step
+    return TrainResult(
+        options=options,
+        checkpoint=options.out / f"checkpoint-{step}",
+        records=evaluation_records(trainer.state.log_history),
+        seconds=seconds,
+        steps_run=step - (checkpoint_step(checkpoint) if checkpoint else 0),
+        parameters=parameters,
+        train_blocks=len(data.train_set),
+        eval_blocks=len(data.eval_set),
+        resumed_from=checkpoint,
+        device=device,
+        world_size=trainer.args.world_size,
+        process_index=trainer.args.process_index,
+    )
 
 
 def summary_lines(result: TrainResult) -> list[str]:
@@ -60,11 +100,14 @@ def summary_lines(result: TrainResult) -> list[str]:
         return f"{fmt.format(a)} → {fmt.format(b)}"
 
     per_step = result.seconds / max(result.steps_run, 1)
+    device = result.device if result.world_size == 1 else f"{result.world_size} processes, {result.device}, global batch {result.world_size * o.batch_size}"
     lines = [
-        f"run         {o.out}  (scheme {o.scheme}, size {o.size}, {result.parameters / 1e6:.2f}M parameters, seq {o.seq_len}, seed {o.seed}, {result.device})",
+        f"run         {o.out}  (scheme {o.scheme}, size {o.size}, {result.parameters / 1e6:.2f}M parameters, seq {o.seq_len}, seed {o.seed}"
+        + (f", dropout {o.dropout:g}" if o.dropout else "") + f", {device})",
         f"training    {result.steps_run} steps in {result.seconds:.1f} s ({per_step:.3f} s/step)"
         + (f", resumed from {result.resumed_from.name}" if result.resumed_from else "")
-        + f"; {result.train_blocks} training blocks, {result.eval_blocks} held-out",
+        + f"; {result.train_blocks} training blocks" + (f" (--train-fraction {o.train_fraction:g})" if o.train_fraction < 1 else "")
+        + f", {result.eval_blocks} held-out",
         f"eval        loss {arrow('eval_loss', '{:.3f}')}, masked-token accuracy {arrow('eval_accuracy')}"
         + (f"  (steps {first.get('step')} → {last.get('step')})" if r else ""),
     ]

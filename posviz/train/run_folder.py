@@ -76,7 +76,10 @@ def check_run_folder(options: TrainOptions, resume: bool) -> Path | None:
         recorded = json.loads(run_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise PosvizError(f"cannot read {run_file}: {e}") from None
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainOptions)}  # options added later: older runs used the default
     for key in FIXED_OPTIONS:
+        if key not in recorded and defaults.get(key) not in (None, dataclasses.MISSING):
+            recorded[key] = defaults[key]
         if key in recorded and recorded[key] != getattr(options, key) and getattr(options, key) is not None:
             raise OptionError(
                 f"--resume cannot change {key.replace('_', '-')}: the run used {recorded[key]!r}, not {getattr(options, key)!r}",
@@ -96,6 +99,21 @@ def check_same_data(out: Path, data_fingerprint: str) -> None:
     recorded = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
     if recorded.get("data_fingerprint") not in (None, data_fingerprint):
         raise PosvizError("the corpus or tokenizer changed since the run started", "resume with the same --corpus, or start a new run")
+
+
+def warn_changed_processes(out: Path, world_size: int) -> None:
+    """Warn when a run resumes with another number of processes than it last ran with (its global batch changes)."""
+    import warnings
+
+    recorded = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+    before = int(recorded.get("world_size", 1))
+    if before != world_size:
+        batch = int(recorded.get("batch_size", 0))
+        warnings.warn(
+            f"the run last ran in {before} process(es) (global batch {before * batch}) and resumes in {world_size} "
+            f"(global batch {world_size * batch}): the steps from here see other batches than an uninterrupted run",
+            stacklevel=2,
+        )
 
 
 def start_run_folder(out: Path, run_info: dict[str, Any], tokenizer: Any) -> None:

@@ -130,6 +130,49 @@ def test_bf16_autocast_training_on_cpu(corpus, tmp_path):
     assert np.isfinite(evals[-1]["eval_loss"]) and evals[-1]["toeplitzness_heads_mean"] is not None
 
 
+def test_dropout_and_train_fraction_reach_the_model_and_run_json_and_resume_keeps_them(corpus, tmp_path, absolute_run):
+    from posviz.errors import OptionError
+    from posviz.train.options import TrainOptions
+    from posviz.train.run_folder import check_run_folder
+
+    out = tmp_path / "v1"
+    res = train("--scheme", "absolute", "--corpus", str(corpus), "--out", str(out), "--dropout", "0.1", "--train-fraction", "0.5",
+                "--steps", "2", "--eval-every", "2", "--seq-len", "32", "--batch-size", "8", "--vocab-size", "600")
+    assert res.exit_code == 0, res.output
+    assert "dropout 0.1" in res.stdout and "(--train-fraction 0.5)" in res.stdout
+    config = json.loads((out / "checkpoint-2" / "config.json").read_text())
+    assert (config["hidden_dropout_prob"], config["attention_probs_dropout_prob"]) == (0.1, 0.1)
+    baseline = json.loads((absolute_run / "checkpoint-12" / "config.json").read_text())  # the default: no dropout
+    assert (baseline["hidden_dropout_prob"], baseline["attention_probs_dropout_prob"]) == (0.0, 0.0)
+    run, full = json.loads((out / "run.json").read_text()), json.loads((absolute_run / "run.json").read_text())
+    assert (run["dropout"], run["train_fraction"]) == (0.1, 0.5) and (full["dropout"], full["train_fraction"]) == (0.0, 1.0)
+    assert json.loads((out / "trajectory.json").read_text())["run"]["dropout"] == 0.1
+    # Half the training blocks; the same tokenizer, blocks and held-out set as the whole corpus's run,
+    # so step 0 (same initial weights, evaluation without dropout) scores exactly the same.
+    assert run["train_blocks"] == -(-full["train_blocks"] // 2)
+    assert (run["eval_blocks"], run["data_fingerprint"]) == (full["eval_blocks"], full["data_fingerprint"])
+    first = json.loads((absolute_run / "trajectory.json").read_text())["evaluations"][0]
+    assert {k: json.loads((out / "trajectory.json").read_text())["evaluations"][0][k] for k in first} == first
+
+    for args, name in ((["--dropout", "0"], "dropout"), (["--train-fraction", "1"], "train-fraction")):
+        res = train("--resume", "--out", str(out), *args)
+        assert res.exit_code == 2, res.output
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: --resume cannot change --{name}: the run used "), res.stderr
+    assert not (out / "checkpoint-4").exists()
+    options = TrainOptions(scheme="absolute", corpus=[str(corpus)], out=out, dropout=0.0, train_fraction=0.5, seq_len=32,
+                           batch_size=8, vocab_size=600)
+    with pytest.raises(OptionError, match="--resume cannot change dropout: the run used 0.1, not 0.0"):
+        check_run_folder(options, resume=True)
+    # A run recorded before these options existed trained with their defaults.
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "run.json").write_text(json.dumps({k: v for k, v in run.items() if k not in ("dropout", "train_fraction")}))
+    options.out, options.dropout = older, 0.1
+    with pytest.raises(OptionError, match="--resume cannot change dropout: the run used 0.0, not 0.1"):
+        check_run_folder(options, resume=True)
+
+
 def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
     tiny = tmp / "tiny.txt"
     tiny.write_text("too short to fill a block")
@@ -144,6 +187,10 @@ def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
         (["--scheme", "rope", "--corpus", str(corpus), "--out", str(tmp / "o4")], "Invalid value"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--seq-len", "4", "--out", str(tmp / "o5")], "Invalid value"),
         (["--scheme", "tisa", "--corpus", str(tiny), "--out", str(tmp / "o6")], "corpus is too small"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--dropout", "-0.1", "--out", str(tmp / "o7")], "--dropout must be at least 0 and below 1"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--dropout", "1", "--out", str(tmp / "o8")], "--dropout must be at least 0 and below 1"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--train-fraction", "0", "--out", str(tmp / "o9")], "--train-fraction must be above 0"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--train-fraction", "1.5", "--out", str(tmp / "o10")], "--train-fraction must be above 0"),
     ]
 
 

@@ -1,0 +1,82 @@
+"""scripts/albert_v1_v2.py end to end with tiny settings: runs, resumability, every number in CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "albert_v1_v2.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("albert_v1_v2", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_v1_and_v2_runs_for_two_seeds_write_every_number(script, train_corpus, tmp_path, capsys):
+    out = tmp_path / "exp"
+    argv = ["--out", str(out), "--corpus", str(train_corpus), "--seeds", "0", "1", "--steps", "4", "--eval-every", "2",
+            "--seq-len", "32", "--batch-size", "8", "--vocab-size", "600"]
+    assert script.main(argv) == 0
+    assert sorted(p.name for p in out.glob("v*-s*")) == ["v1-s0", "v1-s1", "v2-s0", "v2-s1"]
+    v1 = json.loads((out / "v1-s0" / "run.json").read_text())
+    v2 = json.loads((out / "v2-s0" / "run.json").read_text())
+    assert (v1["dropout"], v1["train_fraction"], v1["steps"]) == (0.1, 0.5, 2)
+    assert (v2["dropout"], v2["train_fraction"], v2["steps"]) == (0.0, 1.0, 4)
+    assert v1["eval_blocks"] == v2["eval_blocks"] and v1["train_blocks"] == -(-v2["train_blocks"] // 2)
+
+    doc = json.loads((out / "albert_v1_v2.json").read_text())
+    evals = doc["evaluations"]
+    assert [(r["variant"], r["seed"], r["step"]) for r in evals] == [
+        ("v1", 0, 0), ("v1", 0, 2), ("v1", 1, 0), ("v1", 1, 2), ("v2", 0, 0), ("v2", 0, 2), ("v2", 0, 4), ("v2", 1, 0), ("v2", 1, 2), ("v2", 1, 4)]
+    # every field of every trajectory record, unchanged
+    for row in evals:
+        record = next(r for r in json.loads((Path(row["run"]) / "trajectory.json").read_text())["evaluations"] if r["step"] == row["step"])
+        heads = record.pop("toeplitzness_heads")
+        assert {k: row[k] for k in record} == record
+        assert [row[f"toeplitzness_head_{h}"] for h in range(len(heads))] == heads
+    with open(out / "albert_v1_v2_evaluations.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(evals) and float(rows[-1]["toeplitzness_ep"]) == pytest.approx(evals[-1]["toeplitzness_ep"], rel=1e-12)
+
+    finals = {(r["variant"], r["seed"]): r for r in doc["final"]}
+    assert sorted(finals) == [("v1", 0), ("v1", 1), ("v2", 0), ("v2", 1)] and finals["v2", 1]["step"] == 4
+    summary = {r["variant"]: r for r in doc["summary"]}
+    acc = [finals["v2", s]["eval_accuracy"] for s in (0, 1)]
+    assert summary["v2"]["n"] == 2 and summary["v2"]["eval_accuracy_mean"] == pytest.approx(sum(acc) / 2)
+    assert summary["v2"]["eval_accuracy_sd"] == pytest.approx(abs(acc[0] - acc[1]) / math.sqrt(2))
+    trajectories = {(r["variant"], r["step"]): r for r in doc["trajectories"]}
+    assert sorted(trajectories) == [("v1", 0), ("v1", 2), ("v2", 0), ("v2", 2), ("v2", 4)]
+    assert doc["settings"]["variants"][0] == {"name": "v1", "dropout": 0.1, "train_fraction": 0.5, "steps": 2}
+
+    # Rerun: finished runs are skipped and give the same tables; other settings are refused.
+    capsys.readouterr()
+    before = (out / "albert_v1_v2.json").read_text()
+    assert script.main(argv) == 0
+    assert capsys.readouterr().err.count("finished, skipped") == 4
+    assert (out / "albert_v1_v2.json").read_text() == before
+    assert script.main([*argv, "--v1-dropout", "0.2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {out} holds an experiment with other settings (variants differ)")
