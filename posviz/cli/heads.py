@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from posviz.cli.common import emit, to_csv, to_json
 from posviz.cli.options import HELP_POSITIONS, OutputFormat
+
+if TYPE_CHECKING:
+    from posviz.batch.layers import LayerScores, LayerTable
+    from posviz.plots.heads import HeadMapOptions
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
@@ -110,7 +114,7 @@ def command(
         emit(render(fmt.value), None)
 
 
-def _figure(path: Path, heads, found, last, *, options, dpi: int) -> None:
+def _figure(path: Path, heads, found: LayerTable, last: LayerScores | None, *, options: HeadMapOptions, dpi: int) -> None:
     """The head grid of one layer (``last`` holds its stack), or the layer x head matrix of several."""
     from dataclasses import replace
 

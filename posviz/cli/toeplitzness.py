@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +20,9 @@ from posviz.cli.options import (
     Normalize,
     OutputFormat,
 )
+
+if TYPE_CHECKING:
+    from posviz.batch.cache import ScoreCache, ScoreSettings
 
 
 class RunMetric(str, Enum):
@@ -37,7 +41,7 @@ def _report_cache(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "score_cache"} for r in rows]
 
 
-def _write(records: list[dict], fmt: OutputFormat, output: Path | None, table) -> None:
+def _write(records: list[dict], fmt: OutputFormat, output: Path | None, table: Callable[[], str]) -> None:
     """Write records as JSON or CSV, or the table that ``table()`` renders."""
     if fmt is OutputFormat.json:
         emit(to_json(records), output)
@@ -118,8 +122,8 @@ def command(
 def _plot_vs_glue(
     models: list[str],
     *,
-    settings,
-    cache,
+    settings: ScoreSettings,
+    cache: ScoreCache | None,
     fmt: OutputFormat,
     output: Path | None,
     exclude_diagonal: bool,
