@@ -24,6 +24,7 @@ from posviz.plots.common import new_figure, short_label
 from posviz.plots.heatmap import colorbar_extend
 from posviz.positional_scores import PositionalScores
 from posviz.toeplitz.heads import HeadScores
+from posviz.util.format import score
 
 
 def _wrap(text: str, width: int) -> str:
@@ -189,7 +190,7 @@ def draw_head_maps(container, pooled: np.ndarray, r2: np.ndarray, *, n: int, nco
             interpolation="none" if o.raw_images else "nearest" if pooled.shape[-1] <= 128 else "antialiased",
             rasterized=not o.raw_images,
         )
-        ax.set_title(f"head {i}  T={r2[i]:.3f}", fontsize=7, pad=2)
+        ax.set_title(f"head {i}  T={score(r2[i], 3, negative_zero=True)}", fontsize=7, pad=2)
         ax.tick_params(labelsize=5, length=2, pad=1)
         ax.locator_params(nbins=3)
         # All maps share their axes: tick labels on the outer panels only (clearer, and
@@ -343,7 +344,7 @@ def plot_layer_head_matrix(
                     v = values[i, j]
                     if np.isfinite(v):
                         color = "white" if (v - lo) / (hi - lo) < 0.5 and cm == cmap else "black"
-                        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=4.5, color=color)
+                        ax.text(j, i, score(v, 2, negative_zero=True), ha="center", va="center", fontsize=4.5, color=color)
         cb = fig.colorbar(im, ax=ax, shrink=0.85, pad=0.02)
         cb.ax.tick_params(labelsize=6)
     if own:
