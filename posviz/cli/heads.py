@@ -81,14 +81,14 @@ def command(
         if cmap not in matplotlib.colormaps:
             raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. viridis, hot, RdBu_r")
     heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table)
-    found = LayerTable(heads.metadata())
-    chosen = parse_layers(layer, layers, heads.num_layers, found.metadata["model"])
+    scanned = LayerTable(heads.metadata())
+    chosen = parse_layers(layer, layers, heads.num_layers, scanned.metadata["model"])
     keep = chosen if figures and len(chosen) == 1 else ()
     last = None
     for scored in scan_layers(heads, chosen, null_draws=null_draws, seed=seed, keep=keep, progress_label="layer"):
-        found.add(scored)
+        scanned.add(scored)
         last = scored
-    rows = found.rows(exclude_diagonal=exclude_diagonal, profiles=profiles)
+    rows = scanned.rows(exclude_diagonal=exclude_diagonal, profiles=profiles)
 
     def render(kind: str) -> str:
         if kind == "json":
@@ -97,7 +97,7 @@ def command(
             return to_csv(rows)
         from posviz.cli.tables import heads_table
 
-        return heads_table(rows, chosen, exclude_diagonal=exclude_diagonal, conventions=found.convention_line)
+        return heads_table(rows, chosen, exclude_diagonal=exclude_diagonal, conventions=scanned.convention_line)
 
     for path, kind in texts:
         emit(render(kind), path)
@@ -108,13 +108,13 @@ def command(
         options = HeadMapOptions(cmap=cmap, robust=robust, shared_scale=shared_scale, max_pixels=max_pixels,
                                  exclude_diagonal=exclude_diagonal)
         for path in figures:
-            _figure(path, heads, found, last, options=options, dpi=dpi)
+            _figure(path, heads, scanned, last, options=options, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)
     if not texts:
         emit(render(fmt.value), None)
 
 
-def _figure(path: Path, heads, found: LayerTable, last: LayerScores | None, *, options: HeadMapOptions, dpi: int) -> None:
+def _figure(path: Path, heads, scanned: LayerTable, last: LayerScores | None, *, options: HeadMapOptions, dpi: int) -> None:
     """The head grid of one layer (``last`` holds its stack), or the layer x head matrix of several."""
     from dataclasses import replace
 
@@ -122,17 +122,17 @@ def _figure(path: Path, heads, found: LayerTable, last: LayerScores | None, *, o
     from posviz.plots.common import save_figure
     from posviz.plots.heads import plot_heads, plot_layer_head_matrix
 
-    meta, layers, sfx = found.metadata, found.indices, "_offdiag" if options.exclude_diagonal else ""
+    meta, layers, sfx = scanned.metadata, scanned.indices, "_offdiag" if options.exclude_diagonal else ""
     title = f"{meta['model']}: {meta['scheme']}"
     if len(layers) == 1:
         stack = last.stack
         options = replace(options, first_position=first_position(heads), causal=last.causal,
                           axis_label="relative position" if meta.get("family") == "deberta" else "position")
         fig = plot_heads(stack, last.scores, title=f"{title}, layer {layers[0]} ({stack.heads} heads, {stack.n} positions)",
-                         conventions=found.convention_line, options=options)
+                         conventions=scanned.convention_line, options=options)
     else:
-        fig = plot_layer_head_matrix(found.matrix("toeplitzness" + sfx), layers=layers,
+        fig = plot_layer_head_matrix(scanned.matrix("toeplitzness" + sfx), layers=layers,
                                      title=f"{title} ({len(layers)} layers × {heads.num_heads} heads)",
-                                     conventions=found.convention_line, null_mean=found.matrix("null_mean" + sfx),
+                                     conventions=scanned.convention_line, null_mean=scanned.matrix("null_mean" + sfx),
                                      exclude_diagonal=options.exclude_diagonal)
     save_figure(fig, path, dpi=dpi)
