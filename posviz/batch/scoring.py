@@ -233,8 +233,8 @@ def score_models(
         If models need downloading while the Hub cannot be used (offline), naming
         all of them, before any model is scored (unless ``allow_missing``).
     """
-    from posviz.cli.common import progress
     from posviz.read.sources import hub_unavailable_reason
+    from posviz.util.progress import progress
 
     plans = plan_scores(requests, settings, cache)
     out = ScoredModels()

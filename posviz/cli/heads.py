@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from posviz.cli.common import HELP_POSITIONS, OutputFormat, progress
+from posviz.cli.options import HELP_POSITIONS, OutputFormat
 from posviz.util.tables import emit, to_csv, to_json
+
+if TYPE_CHECKING:
+    from posviz.batch.layers import LayerScores, LayerTable
+    from posviz.plots.heads import HeadMapOptions
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
@@ -19,38 +22,6 @@ class LnMode(str, Enum):
     none = "none"
     ln = "ln"
     ln_type0 = "ln+type0"
-
-
-def parse_layers(layer: int | None, layers: str | None, num_layers: int, label: str = "the model") -> list[int]:
-    """Layers requested by ``--layer L`` or ``--layers all|A,B,C-D`` (default: layer 0).
-
-    Raises
-    ------
-    OptionError
-        Both options given, a malformed list, or a layer out of range.
-    """
-    from posviz.errors import OptionError
-
-    if layer is not None and layers is not None:
-        raise OptionError("give either --layer or --layers, not both")
-    if layers is None:
-        chosen = [0 if layer is None else layer]
-    elif layers.strip().lower() == "all":
-        chosen = list(range(num_layers))
-    else:
-        chosen = []
-        for part in layers.split(","):
-            m = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", part)
-            if not m:
-                raise OptionError(f"--layers {layers!r} is not 'all' or a list like 0,2,5-7")
-            a, b = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
-            if b < a:
-                raise OptionError(f"--layers range {a}-{b} is empty")
-            chosen += list(range(a, b + 1))
-    for x in chosen:
-        if not 0 <= x < num_layers:
-            raise OptionError(f"--layer {x} is out of range: {label} has {num_layers} layers (0-{num_layers - 1})")
-    return list(dict.fromkeys(chosen))
 
 
 def _outputs(paths: list[Path] | None) -> tuple[list[Path], list[tuple[Path, str]]]:
@@ -67,71 +38,6 @@ def _outputs(paths: list[Path] | None) -> tuple[list[Path], list[tuple[Path, str
         else:
             figures.append(p)
     return figures, texts
-
-
-_FIRST = ("model", "layer", "head", "toeplitzness", "toeplitzness_offdiag", "null_mean", "null_mean_offdiag",
-          "null_std", "null_std_offdiag", "excess", "excess_offdiag", "peak_offset", "f_hat_0")
-
-
-def _row(meta: dict[str, Any], conv: dict[str, Any], layer: int, head: dict[str, Any], variant: str) -> dict[str, Any]:
-    row = {**meta, **conv, **head, "layer": layer, "variant": variant}
-    first = {k: row[k] for k in _FIRST if k in row}
-    return {**first, **{k: v for k, v in row.items() if k not in first}}
-
-
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None or x != x else f"{x:.{digits}f}"
-
-
-def render_table(rows: list[dict[str, Any]], layers: list[int], *, exclude_diagonal: bool, footnote: str) -> str:
-    """Per-head table (one layer) or layer x head matrix (several layers), with conventions."""
-    from rich.console import Console
-    from rich.table import Table
-
-    key = "toeplitzness_offdiag" if exclude_diagonal else "toeplitzness"
-    other = "toeplitzness" if exclude_diagonal else "toeplitzness_offdiag"
-    sfx = "_offdiag" if exclude_diagonal else ""
-    t = Table(show_edge=False, header_style="bold")
-    heads = sorted({r["head"] for r in rows})
-    if len(layers) == 1:
-        for col in ("head", "Toeplitzness", "full" if exclude_diagonal else "off-diag", "null", "excess", "peak k", "f̂(0)"):
-            t.add_column(col, justify="right")
-        for r in rows:
-            null = _fmt(r["null_mean" + sfx])
-            if r.get("null_std" + sfx) == r.get("null_std" + sfx) and r.get("null_std" + sfx) is not None:
-                null += f" ± {_fmt(r['null_std' + sfx])}"
-            t.add_row(str(r["head"]), _fmt(r[key]), _fmt(r[other]), null, _fmt(r["excess" + sfx], 3),
-                      str(r["peak_offset"]), f"{r['f_hat_0']:.4g}")
-        width = 120
-    else:
-        t.add_column("layer", justify="right")
-        for h in heads:
-            t.add_column(f"h{h}", justify="right")
-        t.add_column("mean", justify="right")
-        by = {(r["layer"], r["head"]): r[key] for r in rows}
-        for layer in layers:
-            vals = [by[(layer, h)] for h in heads]
-            t.add_row(str(layer), *[f"{v:.3f}" for v in vals], f"{sum(vals) / len(vals):.3f}")
-        width = max(120, 8 * (len(heads) + 2))
-    console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(t)
-    console.print(footnote, soft_wrap=False)
-    text = console.export_text()
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _footnote(rows: list[dict[str, Any]], conv_line: str, *, exclude_diagonal: bool, many_layers: bool) -> str:
-    r0 = rows[0]
-    variant = "off-diagonal (main diagonal excluded)" if exclude_diagonal else "full (all n² entries)"
-    what = "Toeplitzness R² per layer (rows) and head (columns)" if many_layers else "per-head Toeplitzness"
-    lines = [
-        f"{r0['model']}: {r0['scheme']}; {r0['positions']} positions.",
-        f"{what}, variant {variant}; null: {r0['null_method']}"
-        + ("; excess = (R² − null)/(1 − null)" if r0["null_mean"] == r0["null_mean"] else "")
-        + ("." if many_layers else "; peak k = argmax of f̂(k), the mean of diagonal k = j − i, over |k| ≤ n/2."),
-        f"Conventions: {conv_line}.",
-    ]
-    return "\n".join(lines)
 
 
 def command(
@@ -164,8 +70,9 @@ def command(
 
     Example: posviz heads albert-base-v2 --layer 0 -o albert-heads.png
     """
+    from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.errors import OptionError
-    from posviz.extract.absolute import convention_line, open_heads, summary_convention_line
+    from posviz.extract.absolute import open_heads
 
     figures, texts = _outputs(output)
     if figures:
@@ -174,76 +81,58 @@ def command(
         if cmap not in matplotlib.colormaps:
             raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. viridis, hot, RdBu_r")
     heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table)
-    meta = heads.metadata()
-    chosen = parse_layers(layer, layers, heads.num_layers, meta["model"])
-    variant = "exclude_diagonal" if exclude_diagonal else "full"
-    rows: list[dict[str, Any]] = []
-    conv_lines: list[str] = []
+    scanned = LayerTable(heads.metadata())
+    chosen = parse_layers(layer, layers, heads.num_layers, scanned.metadata["model"])
+    keep = chosen if figures and len(chosen) == 1 else ()
     last = None
-    want_stack = bool(figures) and len(chosen) == 1
-    for lay in progress(chosen, "layer"):
-        stack, scores = heads.score(lay, null_draws=null_draws, seed=seed, keep=want_stack)
-        conv = heads.conventions(lay)
-        conv_lines.append(convention_line({**conv, "rows_note": meta.get("rows_note")}))
-        rows += [_row(meta, conv, lay, h, variant) for h in scores.rows(profiles=profiles)]
-        last = (stack, scores, conv)
-    conv_line = summary_convention_line(conv_lines, chosen)
-    many = len(chosen) > 1
+    for scored in scan_layers(heads, chosen, null_draws=null_draws, seed=seed, keep=keep, progress_label="layer"):
+        scanned.add(scored)
+        last = scored
+    rows = scanned.rows(exclude_diagonal=exclude_diagonal, profiles=profiles)
+
+    def render(kind: str) -> str:
+        if kind == "json":
+            return to_json(rows)
+        if kind == "csv":
+            return to_csv(rows)
+        from posviz.cli.tables import heads_table
+
+        return heads_table(rows, chosen, exclude_diagonal=exclude_diagonal, conventions=scanned.convention_line)
+
     for path, kind in texts:
-        emit(_render(kind, rows, chosen, exclude_diagonal, conv_line, many), path)
+        emit(render(kind), path)
         typer.echo(f"wrote {path}", err=True)
-    for path in figures:
-        _figure(path, heads, meta, rows, chosen, last, conv_line, exclude_diagonal, cmap, robust, shared_scale, max_pixels, dpi)
-        typer.echo(f"wrote {path}", err=True)
+    if figures:
+        from posviz.plots.heads import HeadMapOptions
+
+        options = HeadMapOptions(cmap=cmap, robust=robust, shared_scale=shared_scale, max_pixels=max_pixels,
+                                 exclude_diagonal=exclude_diagonal)
+        for path in figures:
+            _figure(path, heads, scanned, last, options=options, dpi=dpi)
+            typer.echo(f"wrote {path}", err=True)
     if not texts:
-        emit(_render(fmt.value, rows, chosen, exclude_diagonal, conv_line, many), None)
+        emit(render(fmt.value), None)
 
 
-def _render(kind: str, rows, layers, exclude_diagonal, conv_line, many) -> str:
-    if kind == "json":
-        return to_json(rows)
-    if kind == "csv":
-        return to_csv(rows)
-    return render_table(rows, layers, exclude_diagonal=exclude_diagonal,
-                        footnote=_footnote(rows, conv_line, exclude_diagonal=exclude_diagonal, many_layers=many))
+def _figure(path: Path, heads, scanned: LayerTable, last: LayerScores | None, *, options: HeadMapOptions, dpi: int) -> None:
+    """The head grid of one layer (``last`` holds its stack), or the layer x head matrix of several."""
+    from dataclasses import replace
 
-
-def _figure(path, heads, meta, rows, layers, last, conv_line, exclude_diagonal, cmap, robust, shared_scale, max_pixels, dpi) -> None:
-    import numpy as np
-
+    from posviz.batch.layers import first_position
     from posviz.plots.common import save_figure
     from posviz.plots.heads import plot_heads, plot_layer_head_matrix
 
-    key = "toeplitzness_offdiag" if exclude_diagonal else "toeplitzness"
-    nkey = "null_mean_offdiag" if exclude_diagonal else "null_mean"
+    meta, layers, sfx = scanned.metadata, scanned.indices, "_offdiag" if options.exclude_diagonal else ""
     title = f"{meta['model']}: {meta['scheme']}"
     if len(layers) == 1:
-        stack, scores, conv = last
-        fig = plot_heads(
-            stack,
-            scores,
-            title=f"{title}, layer {layers[0]} ({stack.heads} heads, {stack.n} positions)",
-            conventions=conv_line,
-            first_position=_first_position(heads),
-            axis_label="relative position" if meta.get("family") == "deberta" else "position",
-            causal=bool(conv.get("causal")),
-            cmap=cmap,
-            robust=robust,
-            shared_scale=shared_scale,
-            max_pixels=max_pixels,
-            exclude_diagonal=exclude_diagonal,
-        )
+        stack = last.stack
+        options = replace(options, first_position=first_position(heads), causal=last.causal,
+                          axis_label="relative position" if meta.get("family") == "deberta" else "position")
+        fig = plot_heads(stack, last.scores, title=f"{title}, layer {layers[0]} ({stack.heads} heads, {stack.n} positions)",
+                         conventions=scanned.convention_line, options=options)
     else:
-        nh = heads.num_heads
-        grid = np.array([[r[key] for r in rows if r["layer"] == lay] for lay in layers]).reshape(len(layers), -1)
-        null = np.array([[np.nan if r[nkey] is None else r[nkey] for r in rows if r["layer"] == lay] for lay in layers], dtype=float)
-        fig = plot_layer_head_matrix(grid, layers=layers, title=f"{title} ({len(layers)} layers × {nh} heads)",
-                                     conventions=conv_line, null_mean=null.reshape(grid.shape), exclude_diagonal=exclude_diagonal)
+        fig = plot_layer_head_matrix(scanned.matrix("toeplitzness" + sfx), layers=layers,
+                                     title=f"{title} ({len(layers)} layers × {heads.num_heads} heads)",
+                                     conventions=scanned.convention_line, null_mean=scanned.matrix("null_mean" + sfx),
+                                     exclude_diagonal=options.exclude_diagonal)
     save_figure(fig, path, dpi=dpi)
-
-
-def _first_position(heads) -> int:
-    pe = getattr(heads, "pe", None)
-    if pe is not None:
-        return int(pe.positions[0])
-    return int(getattr(heads, "first_position", 0))

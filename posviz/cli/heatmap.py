@@ -7,21 +7,14 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.common import (
-    HELP_MODELS,
-    HELP_POSITIONS,
-    HELP_TABLE,
-    Normalize,
-    progress,
-    slug,
-)
+from posviz.cli.options import HELP_MODELS, HELP_NORMALIZE, HELP_POSITIONS, HELP_TABLE, Normalize, default_output
 
 
 def command(
     models: Annotated[list[str], typer.Argument(help=HELP_MODELS, show_default=False)],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Figure file (.png, .pdf, .svg); default heatmap-MODEL.png.")] = None,
     positions: Annotated[str | None, typer.Option("--positions", help=HELP_POSITIONS)] = None,
-    normalize: Annotated[Normalize, typer.Option("--normalize", help="none: E Eᵀ; cosine: unit rows; center: column means removed.")] = Normalize.none,
+    normalize: Annotated[Normalize, typer.Option("--normalize", help=HELP_NORMALIZE)] = Normalize.none,
     cmap: Annotated[str, typer.Option("--cmap", help="Matplotlib colormap (hot matches the TISA paper).")] = "hot",
     shared_scale: Annotated[bool, typer.Option("--shared-scale/--own-scale", help="One colour scale for all models.")] = False,
     robust: Annotated[bool, typer.Option("--robust/--full-range", help="Clip colours to the 1st-99th percentile.")] = True,
@@ -39,7 +32,7 @@ def command(
     from posviz.util.atomic import check_output_path
 
     if output is None:
-        output = Path(f"heatmap-{slug(models[0])}{'-and-more' if len(models) > 1 else ''}.png")
+        output = default_output("heatmap", models, ".png")
     check_output_path(output, FIGURE_EXTENSIONS)
     import matplotlib.colors
 
@@ -47,6 +40,7 @@ def command(
         raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. hot, viridis, RdBu_r")
     from posviz.plots.heatmap import plot_heatmap
     from posviz.read.embeddings import load_position_embeddings
+    from posviz.util.progress import progress
 
     items = [load_position_embeddings(m, table=table, positions=positions) for m in progress(models, "loading")]
     fig = plot_heatmap(items, normalize=normalize.value, cmap=cmap, shared_scale=shared_scale, robust=robust, profile=profile, max_pixels=max_pixels)

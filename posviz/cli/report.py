@@ -7,8 +7,16 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.common import HELP_MODELS, HELP_POSITIONS, HELP_TABLE, Normalize, progress, slug
-from posviz.cli.toeplitzness import Metric
+from posviz.cli.options import (
+    HELP_MODELS,
+    HELP_NORMALIZE,
+    HELP_NULL_DRAWS,
+    HELP_POSITIONS,
+    HELP_TABLE,
+    Metric,
+    Normalize,
+    default_output,
+)
 
 
 def command(
@@ -17,8 +25,8 @@ def command(
     title: Annotated[str | None, typer.Option("--title", help="Report title (default: names the models).")] = None,
     positions: Annotated[str | None, typer.Option("--positions", help=HELP_POSITIONS)] = None,
     table: Annotated[str | None, typer.Option("--table", help=HELP_TABLE)] = None,
-    normalize: Annotated[Normalize, typer.Option("--normalize", help="none: E Eᵀ; cosine: unit rows; center: column means removed.")] = Normalize.none,
-    null_draws: Annotated[int, typer.Option("--null-draws", min=0, help="Row permutations for the null baseline (0: none).")] = 10,
+    normalize: Annotated[Normalize, typer.Option("--normalize", help=HELP_NORMALIZE)] = Normalize.none,
+    null_draws: Annotated[int, typer.Option("--null-draws", min=0, help=HELP_NULL_DRAWS)] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the null baseline.")] = 0,
     cmap: Annotated[str, typer.Option("--cmap", help="Colormap of the heatmaps (hot matches the TISA paper).")] = "hot",
     max_pixels: Annotated[int, typer.Option("--max-pixels", min=16, help="Heatmaps of larger matrices show exact block means, this many per side.")] = 512,
@@ -40,7 +48,7 @@ def command(
     from posviz.util.atomic import check_output_path
 
     if output is None:
-        output = Path(f"report-{slug(models[0])}{'-and-more' if len(models) > 1 else ''}.pdf")
+        output = default_output("report", models, ".pdf")
     check_output_path(output, (".pdf",))
     import matplotlib
 
@@ -48,6 +56,7 @@ def command(
         raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. hot, viridis, RdBu_r")
     from posviz.compare.albert import parse_score_options
     from posviz.report import ReportOptions, build_context, render_report
+    from posviz.util.progress import progress
 
     options = ReportOptions(title=title, normalize=normalize.value, null_draws=null_draws, seed=seed, positions=positions,
                             table=table, max_pixels=max_pixels, cmap=cmap, metric=metric.value,

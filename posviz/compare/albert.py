@@ -3,16 +3,15 @@
 :func:`toeplitzness_vs_performance` scores the eight ALBERT v1/v2 checkpoints (or a
 subset) and any extra models, pairs each with a benchmark value (the bundled
 ALBERT table from :mod:`posviz.compare.reference`, or a value given for an extra model),
-and returns a :class:`PerformanceComparison` holding the table and able to draw
-the scatter plot with one arrow v1 -> v2 per size. :func:`run_trajectory` turns a
-``posviz train`` run into a :class:`~posviz.plots.scatter.Trajectory` (Toeplitzness
-against held-out accuracy or loss, per evaluation) for the plot's second panel.
+and returns a :class:`PerformanceComparison`: the table, the null band and one
+arrow v1 -> v2 per size. :func:`posviz.plots.scatter.plot_toeplitzness_vs_metric`
+draws it; training runs' paths come from :mod:`posviz.compare.trajectories`.
+See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 from posviz.batch.cache import ScoreCache, ScoreSettings
 from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
 from posviz.compare.reference import METRICS, Metric
-from posviz.errors import OptionError, PosvizError
+from posviz.errors import OptionError
+from posviz.util.format import change
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from posviz.plots.scatter import Trajectory
 
 
 def parse_score_options(items: Sequence[str] | None) -> dict[str, float]:
@@ -166,19 +164,13 @@ class PerformanceComparison:
                 })
         return out
 
-    def figure(
-        self,
-        *,
-        trajectories: Sequence[Trajectory] | None = None,
-        trajectory_ylabel: str | None = None,
-        trajectory_xlabel: str | None = None,
-        title: str | None = None,
-    ):
-        """Draw the scatter plot (see :func:`posviz.plots.scatter.plot_toeplitzness_vs_metric`)."""
-        from posviz.plots.scatter import plot_toeplitzness_vs_metric
-
-        return plot_toeplitzness_vs_metric(self, trajectories=trajectories, trajectory_ylabel=trajectory_ylabel,
-                                           trajectory_xlabel=trajectory_xlabel, title=title)
+    def arrow_lines(self) -> list[str]:
+        """One line per arrow: the change of Toeplitzness and of the metric from v1 to v2."""
+        lines = []
+        for a in self.arrows():
+            (x1, y1), (x2, y2) = a["start"], a["end"]
+            lines.append(f"{a['size']}: v1 → v2 Toeplitzness {change(x2 - x1, 4)}, {self.metric.name} {change(y2 - y1, 2)}")
+        return lines
 
 
 def toeplitzness_vs_performance(
@@ -227,8 +219,6 @@ def toeplitzness_vs_performance(
     -------
     PerformanceComparison
     """
-    import pandas as pd
-
     from posviz.compare.reference import albert_results
 
     if metric not in METRICS:
@@ -237,6 +227,25 @@ def toeplitzness_vs_performance(
     settings = settings or ScoreSettings()
     table = albert_results()
 
+    requests, info = _requests(models, scores, table, metric)
+    scored = score_models(requests, settings, cache=cache, allow_missing=allow_missing,
+                          missing_alternative=None, partial_alternative="pass --allow-missing to plot the others",
+                          progress_label=progress_label)
+    if not scored.rows and not (allow_missing and allow_empty):
+        raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "they cannot be had", alternative=None)
+    variant = "exclude_diagonal" if exclude_diagonal else "full"
+    return PerformanceComparison(
+        points=_points(scored, requests, info, metric=metric, variant=variant),
+        metric=METRICS[metric],
+        variant=variant,
+        settings=settings,
+        missing=[m.spec for m in scored.missing],
+        missing_reason=scored.missing_reason,
+    )
+
+
+def _requests(models: Sequence[str], scores: Mapping[str, float], table: pd.DataFrame, metric: str) -> tuple[list[ModelRequest], list[dict[str, Any]]]:
+    """What to score (ALBERT checkpoints by size and version, then the extra models) and each point's fields."""
     chosen, extras = _split_models(models, scores, table, metric)
     requests: list[ModelRequest] = []
     info: list[dict[str, Any]] = []
@@ -252,14 +261,14 @@ def toeplitzness_vs_performance(
     for spec in extras:
         requests.append(ModelRequest(spec))
         info.append({"label": spec, "kind": "extra", "version": None, "size": None, "metric_value": scores[spec], "value_source": "given by the user (--score)"})
+    return requests, info
 
-    scored = score_models(requests, settings, cache=cache, allow_missing=allow_missing,
-                          missing_alternative=None, partial_alternative="pass --allow-missing to plot the others",
-                          progress_label=progress_label)
-    if not scored.rows and not (allow_missing and allow_empty):
-        raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "they cannot be had", alternative=None)
+
+def _points(scored, requests: list[ModelRequest], info: list[dict[str, Any]], *, metric: str, variant: str) -> pd.DataFrame:
+    """One row per scored model: its score row and point fields, the point fields first."""
+    import pandas as pd
+
     by_request = {id(req): row for req, row in zip(scored.requests, scored.rows, strict=True)}
-    variant = "exclude_diagonal" if exclude_diagonal else "full"
     records = []
     for req, extra in zip(requests, info, strict=True):
         row = by_request.get(id(req))
@@ -270,101 +279,4 @@ def toeplitzness_vs_performance(
     columns = list(dict.fromkeys(front + [k for rec in records for k in rec]))
     if not records:  # the columns the table and the figure read
         columns += [f"{k}{sfx}" for k in ("toeplitzness", "null_mean", "null_std", "excess") for sfx in ("", "_offdiag")]
-    points = pd.DataFrame.from_records(records, columns=columns)
-    return PerformanceComparison(
-        points=points,
-        metric=METRICS[metric],
-        variant=variant,
-        settings=settings,
-        missing=[m.spec for m in scored.missing],
-        missing_reason=scored.missing_reason,
-    )
-
-
-#: What a training run's trajectory can put on the y axis (``--run-metric``): axis labels.
-RUN_METRICS: dict[str, str] = {
-    "accuracy": "Held-out masked-token accuracy (%)",
-    "loss": "Held-out MLM loss",
-}
-
-#: x label of the trajectory panel: which Toeplitzness a run contributes is said in its legend entry.
-RUN_TOEPLITZNESS_LABEL = "Toeplitzness R² of P = E_P E_Pᵀ\n('mean head R²' in the legend: mean over the layer-0 heads)"
-
-
-@dataclass(frozen=True)
-class RunPath:
-    """A training run's trajectory with what it was measured on.
-
-    Attributes
-    ----------
-    trajectory
-        The plotted path (legend label and ``(toeplitzness, metric)`` points).
-    run
-        The run folder.
-    scheme
-        The run's positional scheme.
-    measure
-        ``ep`` (Toeplitzness of P = E_P E_Pᵀ) or ``heads`` (mean over the
-        layer-0 heads' positional scores, for schemes without a position table).
-    metric
-        A key of :data:`RUN_METRICS`.
-    steps
-        Training step of each point.
-    """
-
-    trajectory: Trajectory
-    run: str
-    scheme: str
-    measure: str
-    metric: str
-    steps: tuple[int, ...]
-
-
-def run_trajectory(run_dir: str | os.PathLike, *, metric: str = "accuracy", label: str | None = None) -> RunPath:
-    """A ``posviz train`` run's path through (Toeplitzness, held-out metric) space.
-
-    Parameters
-    ----------
-    run_dir
-        The ``--out`` folder of a ``posviz train`` run (read: ``trajectory.json``).
-    metric
-        ``accuracy`` (held-out masked-token accuracy, in %) or ``loss`` (held-out
-        MLM loss).
-    label
-        Name of the run in the legend (default: the folder as given).
-
-    Returns
-    -------
-    RunPath
-        The trajectory, one point per evaluation. Its Toeplitzness is that of
-        P = E_P E_Pᵀ when the scheme has a position table (absolute,
-        absolute+tisa, TUPE), else the mean over the layer-0 heads' positional
-        scores; the legend label says which (``mean head R²``).
-
-    Raises
-    ------
-    PosvizError
-        Not a run folder, or no evaluation with a Toeplitzness (scheme ``none``).
-    """
-    from posviz.plots.scatter import Trajectory
-    from posviz.train.log import load_run_log, load_trajectory
-
-    if metric not in RUN_METRICS:
-        raise OptionError(f"unknown run metric {metric!r}", f"choose one of: {', '.join(RUN_METRICS)}")
-    name = label or os.fspath(run_dir).rstrip("/\\") or os.fspath(run_dir)
-    if not os.path.isdir(run_dir):
-        raise PosvizError(f"{name}: no such run folder", "pass the --out folder of a `posviz train` run")
-    doc = load_run_log(run_dir)
-    scheme = str(doc.get("run", {}).get("scheme", "?"))
-    measure = "ep" if any(r.get("toeplitzness_ep") is not None for r in doc["evaluations"]) else "heads"
-    steps, points = [], []
-    for p in load_trajectory(run_dir, measure=measure):
-        y = p.eval_accuracy * 100 if metric == "accuracy" else p.eval_loss
-        if math.isfinite(p.toeplitzness) and math.isfinite(y):
-            steps.append(p.step)
-            points.append((p.toeplitzness, y))
-    if not points:
-        raise PosvizError(f"{name}: no evaluation with a Toeplitzness and a held-out {metric} to plot (scheme {scheme})",
-                          "scheme 'none' has no positional scores")
-    text = f"{name} ({scheme}" + ("; mean head R²)" if measure == "heads" else ")")
-    return RunPath(Trajectory(text, points), name, scheme, measure, metric, tuple(steps))
+    return pd.DataFrame.from_records(records, columns=columns)

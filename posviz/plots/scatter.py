@@ -9,7 +9,7 @@ the values come from and which models are left out.
 training: each :class:`Trajectory` is a sequence of (Toeplitzness, metric) points
 drawn as a path with an arrow at its end, on a second panel when passed to
 :func:`plot_toeplitzness_vs_metric` (``posviz toeplitzness --plot-vs-glue --run``;
-:func:`posviz.compare.albert.run_trajectory` reads one from a training run).
+:func:`posviz.compare.trajectories.run_trajectory` reads one from a training run).
 
 :func:`draw_comparison` and :func:`draw_trajectory_panel` draw the two panels on
 any Axes, so that other layouts (the PDF report's page) reuse them.
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from posviz.compare.trajectories import Trajectory
 from posviz.plots.common import new_figure, short_label
+from posviz.util.format import VARIANT_TEXT
 
 if TYPE_CHECKING:
     from posviz.compare.albert import PerformanceComparison
@@ -36,24 +37,6 @@ SIZE_COLORS: dict[str, str] = {"base": "#1b9e77", "large": "#d95f02", "xlarge": 
 #: Markers of extra models, in order.
 EXTRA_MARKERS: tuple[str, ...] = ("*", "D", "P", "X", "^", "v", "s", "h")
 _EXTRA_COLORS: tuple[str, ...] = ("#222222", "#1f78b4", "#a6761d", "#666666", "#e31a1c", "#33a02c", "#6a3d9a", "#b15928")
-
-_VARIANT_TEXT = {"full": "full (all n² entries)", "exclude_diagonal": "off-diagonal (main diagonal excluded)"}
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    """A model's path through (Toeplitzness, metric) space, e.g. over training steps.
-
-    Attributes
-    ----------
-    label
-        Legend text (e.g. ``"TISA S=3, seed 0"``).
-    points
-        ``(toeplitzness, metric)`` pairs in time order; at least one.
-    """
-
-    label: str
-    points: Sequence[tuple[float, float]]
 
 
 def draw_trajectories(ax, trajectories: Sequence[Trajectory], *, colors: Sequence[str] | None = None) -> list:
@@ -228,7 +211,7 @@ def draw_comparison(ax, cmp: PerformanceComparison, *, fontsize: float = 8) -> l
     ax.set_ylabel(cmp.metric.axis)
     ax.grid(True, color="0.9", lw=0.8)
     ax.set_axisbelow(True)
-    variant = _VARIANT_TEXT.get(cmp.variant, cmp.variant)
+    variant = VARIANT_TEXT[cmp.variant == "exclude_diagonal"]
     rows = cmp.settings.positions or "all"
     ax.set_title(f"Toeplitzness variant: {variant}; normalize={cmp.settings.normalize}; positions: {rows}", fontsize=9)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=fontsize, frameon=False)

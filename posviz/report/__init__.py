@@ -19,7 +19,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from posviz.report.context import ReportContext, ReportItem, ReportOptions, load_item, source_date
+from posviz.report.context import ReportContext, ReportItem, ReportOptions, source_date
+from posviz.report.inputs import load_item
 from posviz.report.render import render_report
 from posviz.report.section import Section
 

@@ -7,7 +7,7 @@ to every section builder. Sections read from it and never load models again.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -81,7 +81,7 @@ class ReportItem:
     source
         Where the weights came from (``hub org/name@commit``, ``package ...``, ``path ...``).
     kind
-        What the input is, set by the loader that recognised it (:data:`INPUT_LOADERS`):
+        What the input is, set by the loader that recognised it (:data:`posviz.report.inputs.INPUT_LOADERS`):
         ``model`` (learned absolute positions), ``model-without-positions``
         (relative, ALiBi or rotary schemes: no ``P = E Eᵀ``; ``note`` says which) or
         ``run`` (a ``posviz train`` run folder: ``data["run"]`` is its
@@ -138,6 +138,9 @@ class ReportContext:
         what it needs), or one that is incomplete.
     extras
         Room for data that one section computes and a later one reuses.
+    sections
+        The sections being drawn, in page order (set by the renderer, so that the
+        methods page can describe the included ones).
     """
 
     items: list[ReportItem]
@@ -147,6 +150,7 @@ class ReportContext:
     included: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    sections: list[Any] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -176,68 +180,3 @@ def source_date() -> datetime:
     if epoch is not None and epoch.strip().isdigit():
         return datetime.fromtimestamp(int(epoch), tz=timezone.utc)
     return datetime.now(tz=timezone.utc)
-
-
-def load_model(spec: str, options: ReportOptions) -> ReportItem:
-    """Load and score one model (the default input loader).
-
-    Parameters
-    ----------
-    spec
-        Anything :func:`~posviz.read.embeddings.load_position_embeddings` accepts.
-    options
-        Report settings (positions, table, normalisation, null baseline).
-
-    Returns
-    -------
-    ReportItem
-        With ``embeddings`` and ``score`` for models with learned absolute positions;
-        for relative, ALiBi or rotary models only provenance and a ``note``.
-
-    Raises
-    ------
-    PosvizError
-        For inputs that cannot be read (the same errors as ``posviz toeplitzness``).
-    """
-    from posviz.batch.analysis import score_model
-    from posviz.read.embeddings import is_synthetic, load_position_embeddings
-    from posviz.read.families import family_for_config
-
-    if not is_synthetic(spec):
-        from posviz.read.sources import resolve_source
-
-        source = resolve_source(spec)
-        family = family_for_config(source.config) if source.config else None
-        if family is not None and not family.tables:
-            note = f"no learned absolute position embeddings ({family.note})"
-            return ReportItem(spec, source.label, source.describe(), kind="model-without-positions", family=family.name, note=note)
-    pe = load_position_embeddings(spec, table=options.table, positions=options.positions)
-    ms = score_model(pe, normalize=options.normalize, null_draws=options.null_draws, seed=options.seed)
-    return ReportItem(spec, pe.model, pe.source, family=pe.family, embeddings=pe, score=ms.score)
-
-
-def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
-    """A ``posviz train`` run folder as a report input (see :func:`posviz.report.runs.load_run`); ``None`` for other inputs."""
-    from posviz.report.runs import load_run as load
-
-    return load(spec, options)
-
-
-InputLoader = Callable[[str, ReportOptions], "ReportItem | None"]
-
-# How a command-line input becomes a ReportItem: each loader returns an item for the
-# inputs it recognises and None for the others; the first item wins. Kinds of input
-# other than models (training-run folders) have a loader placed before load_model,
-# which accepts everything else (and raises a clear error for what it cannot read).
-INPUT_LOADERS: list[InputLoader] = [load_run, load_model]
-
-
-def load_item(spec: str, options: ReportOptions) -> ReportItem:
-    """Turn one report input into a :class:`ReportItem` with the first loader that recognises it."""
-    for loader in INPUT_LOADERS:
-        item = loader(spec, options)
-        if item is not None:
-            return item
-    from posviz.errors import OptionError
-
-    raise OptionError(f"{spec}: not a model or any other kind of report input")

@@ -64,6 +64,7 @@ def render_report(ctx: ReportContext, path: str | os.PathLike, sections: Sequenc
     n_title = title.page_count(ctx)
     footer = f"posviz {ctx.version} · {ctx.date} · {_short(ctx.title, 90)}"
     entries: list[_Entry] = []
+    ctx.sections = list(sections)  # what the methods page may describe
     ctx.included.clear()  # filled below with the sections that produce pages
     ctx.notes.clear()  # and with the title-page notes of sections left out
     with matplotlib.rc_context(RC), atomic_path(path) as tmp:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import PosvizError
-from posviz.report.context import ReportItem, ReportOptions, load_model
+from posviz.report.context import ReportItem, ReportOptions
+from posviz.report.models import load_model
 
 
 @dataclass(frozen=True)

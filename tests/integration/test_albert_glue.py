@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from posviz.plots.scatter import plot_toeplitzness_vs_metric
 from tests.albert_planted import AVERAGE, RACE, SIZES, SQUAD1, WEIGHTS, D, N, hub_id
 
 runner = CliRunner()
@@ -85,7 +86,7 @@ def test_metric_column_chosen(albert_cache, metric):
         assert values == pytest.approx({k: (f1 + em) / 2 for k, (f1, em) in SQUAD1.items()})
     else:  # every metric is a different column
         assert values != AVERAGE and values != RACE and len(set(values.values())) == 8
-    assert metric in cmp.metric.name and cmp.metric.axis in cmp.figure().axes[0].get_ylabel()
+    assert metric in cmp.metric.name and cmp.metric.axis in plot_toeplitzness_vs_metric(cmp).axes[0].get_ylabel()
 
 
 def test_cli_metric_option(albert_cache, tmp_path):
@@ -104,7 +105,7 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
     from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), progress_label=None)
-    fig = cmp.figure()
+    fig = plot_toeplitzness_vs_metric(cmp)
     for size in SIZES:
         arrow = _by_gid(fig, f"arrow:{size}")
         (x_tail, y_tail), (x_head, y_head) = arrow.xyann, arrow.xy
@@ -125,7 +126,7 @@ def test_exclude_diagonal_variant_is_plotted(albert_cache, planted):
     from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), exclude_diagonal=True, progress_label=None)
-    fig = cmp.figure()
+    fig = plot_toeplitzness_vs_metric(cmp)
     x = _by_gid(fig, "point:base v2").get_xydata()[0][0]
     assert x == pytest.approx(planted[("base", "v2")].offdiag, rel=1e-9)
     assert "off-diagonal" in fig.axes[0].get_title()
@@ -140,7 +141,7 @@ def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
     from posviz.plots.scatter import SIZE_COLORS
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=5), progress_label=None)
-    fig = cmp.figure()
+    fig = plot_toeplitzness_vs_metric(cmp)
     out = save_figure(fig, tmp_path / "fig.png", dpi=100)
     img = imread(out)
     width, height = fig.get_size_inches() * 100
@@ -187,7 +188,7 @@ def test_null_band_pools_the_models_shown(albert_cache):
     m, s = cmp.null_band()
     assert m == pytest.approx(means.mean())
     assert s**2 == pytest.approx(np.mean(stds**2) + np.var(means))
-    band = _by_gid(cmp.figure(), "null-band")
+    band = _by_gid(plot_toeplitzness_vs_metric(cmp), "null-band")
     x0, x1 = band.get_x(), band.get_x() + band.get_width()  # a Rectangle in data x, axes y
     assert (x0, x1) == pytest.approx((m - 2 * s, m + 2 * s))
 
@@ -226,7 +227,7 @@ def test_allow_missing_plots_the_rest_and_says_so(empty_albert_cache, planted, t
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), allow_missing=True, progress_label=None)
     assert cmp.missing == [hub_id(*k) for k in MISSING] and cmp.missing_reason == "HF_HUB_OFFLINE is set"
-    fig = cmp.figure()
+    fig = plot_toeplitzness_vs_metric(cmp)
     assert "INCOMPLETE: 3 models not shown" in fig.get_suptitle()
     footnote = fig._supxlabel.get_text().replace("\n", " ")
     assert all(hub_id(*k) in footnote for k in MISSING) and "NOT SHOWN" in footnote
@@ -384,7 +385,7 @@ def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path
     assert b"<svg" in (tmp_path / "f.svg").read_bytes()[:500]
 
     cmp = toeplitzness_vs_performance([extra], scores={extra: 83.25}, settings=ScoreSettings(null_draws=0), progress_label=None)
-    fig = cmp.figure()
+    fig = plot_toeplitzness_vs_metric(cmp)
     point = _by_gid(fig, f"point:{extra}")
     assert point.get_marker() != "o" and point.get_xydata()[0] == pytest.approx((planted[("large", "v1")].full, 83.25))
     assert any(extra[-20:] in t.get_text() for t in fig.axes[0].get_legend().get_texts())
@@ -449,11 +450,11 @@ def test_download_reads_only_config_and_one_weight_file(planted, tmp_path, monke
 def test_trajectories_go_on_a_second_panel(albert_cache):
     from posviz.batch.cache import ScoreSettings
     from posviz.compare.albert import toeplitzness_vs_performance
-    from posviz.plots.scatter import Trajectory
+    from posviz.compare.trajectories import Trajectory
 
     cmp = toeplitzness_vs_performance(["albert-base-v1", "albert-base-v2"], settings=ScoreSettings(null_draws=0), progress_label=None)
     runs = [Trajectory("absolute", [(0.2, 60.0), (0.4, 64.0), (0.5, 66.0)]), Trajectory("tisa", [(0.9, 61.0), (0.95, 67.0)])]
-    fig = cmp.figure(trajectories=runs)
+    fig = plot_toeplitzness_vs_metric(cmp, trajectories=runs)
     assert len(fig.axes) == 2
     for t in runs:
         line = _by_gid(fig, f"trajectory:{t.label}")
@@ -529,7 +530,8 @@ def _evaluations(run) -> list[dict]:
 
 def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, tisa_run, tmp_path):
     from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import RUN_METRICS, run_trajectory, toeplitzness_vs_performance
+    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.compare.trajectories import RUN_METRICS, run_trajectory
 
     svg = tmp_path / "f.svg"
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "--run", str(tisa_run),
@@ -546,7 +548,7 @@ def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, t
     # The same figure through the API: the runs' paths on their own panel, the ALBERT arrows on the first.
     paths = [run_trajectory(r) for r in (absolute_run, tisa_run)]
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), progress_label=None)
-    fig = cmp.figure(trajectories=[p.trajectory for p in paths], trajectory_ylabel=RUN_METRICS["accuracy"])
+    fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths], trajectory_ylabel=RUN_METRICS["accuracy"])
     ax_albert, ax_runs = fig.axes
     assert _by_gid(fig, "arrow:base").axes is ax_albert
     ev = _evaluations(absolute_run)

@@ -29,12 +29,14 @@ NUMBER = re.compile(r"-?\d+\.\d{4}\b")
 
 @pytest.fixture(scope="module", autouse=True)
 def _no_albert_checkpoints(tmp_path_factory):
-    """Offline with an empty HF cache, so the ALBERT section is left out whatever the machine's cache holds.
+    """Offline with an empty HF cache and an empty score cache, so the ALBERT section is left out whatever the
+    machine's caches hold (this also covers the module-scoped report below, built before any per-test fixture).
 
     The ALBERT section itself is tested in test_report_sections.py.
     """
     with pytest.MonkeyPatch.context() as mp:
         isolate_hf_cache(mp, tmp_path_factory.mktemp("no-albert"))
+        mp.setenv("POSVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("no-albert-scores")))
         yield
 
 

@@ -30,6 +30,7 @@ from posviz.report.layout import (
     wrap_text,
 )
 from posviz.report.section import Section
+from posviz.util.format import MISSING, mean_sd, score
 
 GET_THEM = "run `posviz toeplitzness --plot-vs-glue` once online to get them"
 
@@ -97,7 +98,7 @@ def _score_spec(item) -> str:
 
 def _trajectories(ctx: ReportContext):
     """The runs' paths for the second panel (runs without positional scores are skipped)."""
-    from posviz.compare.albert import run_trajectory
+    from posviz.compare.trajectories import run_trajectory
     from posviz.errors import PosvizError
 
     paths = []
@@ -126,7 +127,7 @@ def build(ctx: ReportContext) -> list:
 
 
 def _figure_page(ctx: ReportContext, cmp):
-    from posviz.compare.albert import RUN_METRICS, RUN_TOEPLITZNESS_LABEL
+    from posviz.compare.trajectories import RUN_METRICS, RUN_TOEPLITZNESS_LABEL
     from posviz.plots.scatter import draw_comparison, draw_trajectory_panel, footnote, keep_labels_inside
 
     paths = _trajectories(ctx)
@@ -171,8 +172,6 @@ def _short_name(label: str) -> str:
 
 
 def _table_page(ctx: ReportContext, cmp):
-    from posviz.report.sections.summary import fmt
-
     sfx = cmp.suffix
     variant = "off-diagonal" if sfx else "full"
     fig = new_page(f"{SECTION.title} (values)", f"Plotted values: Toeplitzness ({variant} variant) and {cmp.metric.label}",
@@ -184,19 +183,16 @@ def _table_page(ctx: ReportContext, cmp):
         rows.append([
             wrap_label(str(p["model"]) if ref else str(p["label"]), 34),
             str(p["label"]) if ref else "report input",
-            fmt(p["toeplitzness" + sfx]),
-            f"{fmt(p['null_mean' + sfx])} ± {fmt(p['null_std' + sfx])}" if cmp.settings.null_draws else "—",
-            fmt(p["excess" + sfx]) if cmp.settings.null_draws else "—",
-            f"{float(p['metric_value']):.2f}",
+            score(p["toeplitzness" + sfx]),
+            mean_sd(p["null_mean" + sfx], p["null_std" + sfx]) if cmp.settings.null_draws else MISSING,
+            score(p["excess" + sfx]) if cmp.settings.null_draws else MISSING,
+            score(float(p["metric_value"]), 2),
             "google-research/albert README" if ref else "--score (given by the user)",
         ])
     bottom = draw_table(fig, (MARGIN_LEFT, CONTENT_TOP, MARGIN_RIGHT - MARGIN_LEFT), header, rows,
                         col_widths=(0.25, 0.1, 0.1, 0.15, 0.08, 0.08, 0.24), fontsize=BODY_SIZE - 1,
                         align=("left", "left", "right", "right", "right", "right", "left"))
-    lines = []
-    for a in cmp.arrows():
-        (x1, y1), (x2, y2) = a["start"], a["end"]
-        lines.append(f"{a['size']}: v1 → v2 Toeplitzness {x2 - x1:+.4f}, {cmp.metric.name} {y2 - y1:+.2f}")
+    lines = cmp.arrow_lines()
     if cmp.missing:
         lines.append(f"Not shown ({cmp.missing_reason}): {', '.join(cmp.missing)}")
     fig.text(MARGIN_LEFT, bottom - 0.03, "\n".join(lines), fontsize=BODY_SIZE - 0.5, va="top", linespacing=1.5)

@@ -59,61 +59,55 @@ def build(ctx: ReportContext) -> list:
 
 
 def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
-    import numpy as np
-
-    from posviz.cli.heads import parse_layers
-    from posviz.extract.absolute import convention_line, summary_convention_line
+    from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.plots.common import short_label
-    from posviz.plots.heads import heads_scale_note, plot_heads, plot_layer_head_matrix
 
     meta = heads.metadata()
     shown = set(parse_layers(None, ctx.options.layers, heads.num_layers, item.label))
     label = short_label(item.label, 60)
-    pages, grid, null, lines = [], [], [], []
-    for layer in range(heads.num_layers):
-        stack, scores = heads.score(layer, keep=layer in shown)
-        grid.append(scores.toeplitzness)
-        null.append(scores.null_mean)
-        line = convention_line({**heads.conventions(layer), "rows_note": meta.get("rows_note")})
-        lines.append(line)
-        if layer not in shown:
-            continue
-        page = _page(
-            f"{SECTION.title}: {label}, layer {layer}",
-            f"{meta['scheme']}: {stack.heads} heads, {stack.n} positions; T = Toeplitzness R² (all entries)",
-            f"{item.label}: layer {layer}",
-            f"{item.label}: layer {layer}. Conventions: {line}; "
-            + heads_scale_note(stack.n, min(stack.n, HEAD_PIXELS), robust=True, shared_scale=True),
-        )
-        plot_heads(
-            stack,
-            scores,
-            title="",
-            conventions=line,
-            first_position=_first_position(heads),
-            causal=bool(heads.conventions(layer).get("causal")),
-            max_pixels=HEAD_PIXELS,
-            fig=page,
-            raw_images=True,
-        )
-        pages.append(page)
+    pages = []
+    table = LayerTable(meta)
+    for scored in scan_layers(heads, range(heads.num_layers), keep=shown):
+        if scored.stack is not None:  # pages are drawn as the layers come, so one stack is held at a time
+            pages.append(_layer_page(heads, item, label, meta["scheme"], scored))
+        table.add(scored)
     if heads.num_layers > 1:
-        page = _page(
-            f"{SECTION.title}: {label}, all layers",
-            f"Toeplitzness of every head ({heads.num_layers} layers × {heads.num_heads} heads) and its excess over the null",
-            f"{item.label}: layer × head",
-            f"{item.label}: layer × head. Conventions: {summary_convention_line(lines, list(range(heads.num_layers)))}",
-        )
-        plot_layer_head_matrix(
-            np.array(grid),
-            layers=list(range(heads.num_layers)),
-            title="",
-            conventions="",
-            null_mean=np.array(null, dtype=float),
-            fig=page,
-        )
-        pages.append(page)
+        pages.append(_matrix_page(item, label, table, heads.num_heads))
     return pages
+
+
+def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
+    """The head grid of one layer."""
+    from posviz.batch.layers import first_position
+    from posviz.plots.heads import HeadMapOptions, heads_scale_note, plot_heads
+
+    stack, layer, line = scored.stack, scored.layer, scored.convention_line
+    page = _page(
+        f"{SECTION.title}: {label}, layer {layer}",
+        f"{scheme}: {stack.heads} heads, {stack.n} positions; T = Toeplitzness R² (all entries)",
+        f"{item.label}: layer {layer}",
+        f"{item.label}: layer {layer}. Conventions: {line}; "
+        + heads_scale_note(stack.n, min(stack.n, HEAD_PIXELS), robust=True, shared_scale=True),
+    )
+    options = HeadMapOptions(first_position=first_position(heads), causal=scored.causal, max_pixels=HEAD_PIXELS, raw_images=True)
+    plot_heads(stack, scored.scores, conventions=line, options=options, fig=page)
+    return page
+
+
+def _matrix_page(item: ReportItem, label: str, table, num_heads: int):
+    """The layer x head Toeplitzness matrix of every layer."""
+    from posviz.plots.heads import plot_layer_head_matrix
+
+    n = len(table.layers)
+    page = _page(
+        f"{SECTION.title}: {label}, all layers",
+        f"Toeplitzness of every head ({n} layers × {num_heads} heads) and its excess over the null",
+        f"{item.label}: layer × head",
+        f"{item.label}: layer × head. Conventions: {table.convention_line}",
+    )
+    plot_layer_head_matrix(table.matrix("toeplitzness"), layers=table.indices, title="", conventions="",
+                           null_mean=table.matrix("null_mean"), fig=page)
+    return page
 
 
 def _page(title: str, subtitle: str, bookmark: str, caption: str):
@@ -127,11 +121,6 @@ def _page(title: str, subtitle: str, bookmark: str, caption: str):
         "constrained", rect=(MARGIN_LEFT, CONTENT_BOTTOM, MARGIN_RIGHT - MARGIN_LEFT, top - CONTENT_BOTTOM)
     )
     return fig
-
-
-def _first_position(heads) -> int:
-    pe = getattr(heads, "pe", None)
-    return int(pe.positions[0]) if pe is not None else int(getattr(heads, "first_position", 0))
 
 
 def methods(ctx: ReportContext) -> list[Block]:

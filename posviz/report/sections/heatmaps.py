@@ -21,6 +21,7 @@ from posviz.report.layout import (
     wrap_text,
 )
 from posviz.report.section import Section
+from posviz.util.format import MISSING, mean_sd, score
 
 
 def build(ctx: ReportContext) -> list:
@@ -35,7 +36,7 @@ def _page(ctx: ReportContext, item: ReportItem):
     from posviz.toeplitz.profile import head_profile
 
     o = ctx.options
-    pe, score = item.embeddings, item.score
+    pe, s = item.embeddings, item.score
     stack = PositionalScores.from_embeddings(pe.matrix, o.normalize)
     mat = stack.pooled(o.max_pixels)[0][0]
     limits = color_limits(mat, o.robust)
@@ -61,13 +62,13 @@ def _page(ctx: ReportContext, item: ReportItem):
     pax.set_title("diagonal profile: P along each offset k", fontsize=9, loc="left")
     pax.grid(alpha=0.25, lw=0.5)
 
-    has_null = score.null_draws > 0
-    null = (_null(score.null_mean, score.null_std), _null(score.null_mean_offdiag, score.null_std_offdiag))
-    excess = (_f(score.excess), _f(score.excess_offdiag))
+    has_null = s.null_draws > 0
+    null = (mean_sd(s.null_mean, s.null_std), mean_sd(s.null_mean_offdiag, s.null_std_offdiag))
+    excess = (score(s.excess), score(s.excess_offdiag))
     rows = [
-        ["Toeplitzness R²", _f(score.toeplitzness), _f(score.toeplitzness_offdiag)],
-        ["null (mean ± sd)", *(null if has_null else ("—", "—"))],
-        ["excess", *(excess if has_null else ("—", "—"))],
+        ["Toeplitzness R²", score(s.toeplitzness), score(s.toeplitzness_offdiag)],
+        ["null (mean ± sd)", *(null if has_null else (MISSING, MISSING))],
+        ["excess", *(excess if has_null else (MISSING, MISSING))],
     ]
     top = draw_table(fig, (right, CONTENT_TOP - 0.43, MARGIN_RIGHT - right), ("", "full", "off-diagonal"), rows,
                      col_widths=(0.34, 0.33, 0.33), fontsize=SMALL_SIZE)
@@ -83,16 +84,6 @@ def _page(ctx: ReportContext, item: ReportItem):
     text = "\n".join(lines)
     fig.text(right, top - 0.03, text, fontsize=SMALL_SIZE + 0.5, va="top", linespacing=1.5)
     return fig
-
-
-def _null(mean: float, std: float) -> str:
-    return f"{_f(mean)} ± {_f(std)}"
-
-
-def _f(x: float) -> str:
-    from posviz.report.sections.summary import fmt
-
-    return fmt(x)
 
 
 def _hang(lines: list[str]) -> list[str]:

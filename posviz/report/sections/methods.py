@@ -32,9 +32,7 @@ REFERENCES: dict[str, str] = {
 
 def build(ctx: ReportContext) -> list:
     """Definitions of the included sections, then the references (one or more pages)."""
-    from posviz.report.sections import SECTIONS
-
-    included = [s for s in SECTIONS if s.key in ctx.included]
+    included = [s for s in ctx.sections if s.key in ctx.included]
     blocks: list[Block] = []
     cited: set[str] = set()
     for section in included:

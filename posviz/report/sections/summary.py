@@ -19,6 +19,7 @@ from posviz.report.layout import (
     wrap_text,
 )
 from posviz.report.section import Section
+from posviz.util.format import MISSING, mean_sd, score
 
 ROWS_PER_PAGE = 12
 CHART_MAX_ROWS = 8  # the chart under the table is drawn for pages with at most this many models
@@ -37,13 +38,6 @@ HEADER = (
 WIDTHS = (0.2, 0.095, 0.085, 0.075, 0.095, 0.095, 0.11, 0.11, 0.06, 0.075)
 
 
-def fmt(x: float | None, digits: int = 4) -> str:
-    """A score as printed in the report (``—`` for missing or NaN)."""
-    if x is None or x != x:
-        return "—"
-    return f"{round(x, digits) + 0.0:.{digits}f}"  # + 0.0 turns -0.0 into 0.0
-
-
 def row(item: ReportItem) -> list[str]:
     """The summary-table cells of one item."""
     from posviz.report.sections.title import family_cell
@@ -51,22 +45,22 @@ def row(item: ReportItem) -> list[str]:
     name = wrap_label(item.label, 28)
     family = family_cell(item.family)
     if not item.has_positions:
-        return [name, family] + ["—"] * 8
+        return [name, family] + [MISSING] * 8
     pe, s = item.embeddings, item.score
     first, stop = pe.rows
-    null = f"{fmt(s.null_mean)} ± {fmt(s.null_std)}" if s.null_draws else "—"
-    null_off = f"{fmt(s.null_mean_offdiag)} ± {fmt(s.null_std_offdiag)}" if s.null_draws else "—"
+    null = mean_sd(s.null_mean, s.null_std) if s.null_draws else MISSING
+    null_off = mean_sd(s.null_mean_offdiag, s.null_std_offdiag) if s.null_draws else MISSING
     return [
         name,
         family,
         f"{pe.n} × {pe.dim}",
         f"{first}–{stop - 1}",
-        fmt(s.toeplitzness),
-        fmt(s.toeplitzness_offdiag),
+        score(s.toeplitzness),
+        score(s.toeplitzness_offdiag),
         null,
         null_off,
-        fmt(s.excess) if s.null_draws else "—",
-        fmt(s.excess_offdiag) if s.null_draws else "—",
+        score(s.excess) if s.null_draws else MISSING,
+        score(s.excess_offdiag) if s.null_draws else MISSING,
     ]
 
 

@@ -28,6 +28,7 @@ from posviz.report.layout import (
     wrap_label,
     wrap_text,
 )
+from posviz.util.format import MISSING
 
 FIRST_PAGE_ROWS = 6  # models listed on the first page; the rest go on continuation pages
 MORE_PAGE_ROWS = 14
@@ -61,7 +62,7 @@ def build(ctx: ReportContext, contents: list[ContentsEntry]) -> list:
             tensor = _wrap(f"{it.embeddings.tensor} ({it.embeddings.dtype})", 40)
             shape = f"{it.embeddings.n} × {it.embeddings.dim}"
         else:
-            tensor, shape = _wrap(it.note or "—", 40), "—"
+            tensor, shape = _wrap(it.note or MISSING, 40), MISSING
         source = wrap_label(it.source, 53)
         if it.kind == "run":  # the run's scheme, length and the checkpoint P comes from, on a line of their own
             run = it.data["run"]

@@ -24,6 +24,7 @@ from posviz.report.layout import (
     wrap_text,
 )
 from posviz.report.section import Section
+from posviz.util.format import first_last, score
 
 FIRST_PAGE_ROWS = 6  # runs in the table under the figure; more go on continuation pages
 MORE_PAGE_ROWS = 14
@@ -41,20 +42,6 @@ WIDTHS = (0.2, 0.1, 0.06, 0.13, 0.13, 0.14, 0.08, 0.16)
 ALIGN = ("left", "left", "right", "right", "right", "right", "right", "right")
 
 
-def _f(x, digits: int = 4) -> str:
-    from posviz.report.sections.summary import fmt
-
-    return fmt(x, digits)
-
-
-def _arrow(first, last, digits: int = 4, scale: float = 1.0) -> str:
-    if first is None and last is None:
-        return "—"
-    a = None if first is None else first * scale
-    b = None if last is None else last * scale
-    return f"{_f(a, digits)} → {_f(b, digits)}"
-
-
 def row(item) -> list[str]:
     """The table cells of one run (first and last evaluation)."""
     run = item.data["run"]
@@ -63,11 +50,11 @@ def row(item) -> list[str]:
         wrap_label(item.label, 28),
         run.scheme,
         str(run.steps),
-        _arrow(a.get("eval_loss"), b.get("eval_loss"), 3),
-        _arrow(a.get("eval_accuracy"), b.get("eval_accuracy"), 2, 100.0),
-        _arrow(a.get("toeplitzness_ep"), b.get("toeplitzness_ep")),
-        _f(b.get("null_ep")),
-        _arrow(a.get("toeplitzness_heads_mean"), b.get("toeplitzness_heads_mean")),
+        first_last(a.get("eval_loss"), b.get("eval_loss"), 3),
+        first_last(a.get("eval_accuracy"), b.get("eval_accuracy"), 2, 100.0),
+        first_last(a.get("toeplitzness_ep"), b.get("toeplitzness_ep")),
+        score(b.get("null_ep")),
+        first_last(a.get("toeplitzness_heads_mean"), b.get("toeplitzness_heads_mean")),
     ]
 
 

@@ -1,0 +1,141 @@
+"""The text tables the commands print (rich), each with a footnote stating its conventions.
+
+Numbers are written by :mod:`posviz.util.format`, as in the PDF report.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from posviz.util.format import VARIANT_TEXT, mean_sd, score
+
+
+def _null_text(draws: int, seed: int) -> str:
+    from posviz.toeplitz.null import null_method_text
+
+    return null_method_text(draws, seed) if draws else "not computed (--null-draws 0)"
+
+
+def _export(console) -> str:
+    """The recorded text, trailing spaces stripped, ending in one newline."""
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def scores_table(rows: list[dict], *, exclude_diagonal: bool, width: int | None = None) -> str:
+    """``posviz toeplitzness``: one line per model (R² both variants, null, excess), with a footnote."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    suffix = "_offdiag" if exclude_diagonal else ""
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, justify in [("model", "left"), ("n×d", "right"), ("rows", "right"), ("Toeplitzness", "right"),
+                         ("off-diag" if not exclude_diagonal else "full", "right"), ("null (mean ± sd)", "right"), ("excess", "right")]:
+        t.add_column(col, justify=justify)
+    for r in rows:
+        other = r["toeplitzness"] if exclude_diagonal else r["toeplitzness_offdiag"]
+        t.add_row(
+            r["model"],
+            f"{r['positions']}×{r['dim']}",
+            f"{r['rows'][0]}–{r['rows'][1] - 1}",
+            score(r["toeplitzness" + suffix]),
+            score(other),
+            mean_sd(r["null_mean" + suffix], r["null_std" + suffix]),
+            score(r["excess" + suffix], 3),
+        )
+    console = Console(width=width or 120, record=True, file=io.StringIO())
+    console.print(t)
+    r0 = rows[0]
+    console.print(
+        f"Toeplitzness = R² of P against its Toeplitz projection, variant: {VARIANT_TEXT[exclude_diagonal]}; "
+        f"P = E Eᵀ, normalize={r0['normalize']}; null = {_null_text(r0['null_draws'], r0['seed'])}; "
+        "excess = (R² − null)/(1 − null)."
+    )
+    return _export(console)
+
+
+def comparison_table(cmp, *, width: int | None = None) -> str:
+    """``--plot-vs-glue``: a :class:`~posviz.compare.albert.PerformanceComparison` as a table, with footnotes."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    sfx = cmp.suffix
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, justify in [("model", "left"), ("", "left"), ("Toeplitzness", "right"), ("null (mean ± sd)", "right"),
+                         ("excess", "right"), (cmp.metric.name, "right")]:
+        t.add_column(col, justify=justify)
+    for _, r in cmp.points.iterrows():
+        t.add_row(
+            str(r["model"]),
+            str(r["label"]) if r["kind"] == "reference" else "extra (--score)",
+            score(r["toeplitzness" + sfx]),
+            mean_sd(r["null_mean" + sfx], r["null_std" + sfx]),
+            score(r["excess" + sfx], 3),
+            score(r["metric_value"], 2),
+        )
+    console = Console(width=width or 120, record=True, file=io.StringIO())
+    console.print(t)
+    st = cmp.settings
+    console.print(
+        f"Toeplitzness = R² of P = E Eᵀ against its Toeplitz projection, variant: {VARIANT_TEXT[cmp.variant == 'exclude_diagonal']}; "
+        f"normalize={st.normalize}; null = {_null_text(st.null_draws, st.seed)}. {cmp.metric.name}: {cmp.metric.label}, "
+        "ALBERT values from the google-research/albert README ('v2 vs v1' table)."
+    )
+    for line in cmp.arrow_lines():
+        console.print(line)
+    if cmp.missing:
+        console.print(f"NOT SHOWN ({cmp.missing_reason}): {', '.join(cmp.missing)}")
+    return _export(console)
+
+
+def heads_table(rows: list[dict[str, Any]], layers: list[int], *, exclude_diagonal: bool, conventions: str) -> str:
+    """``posviz heads``: per-head table (one layer) or layer x head matrix (several layers), with a footnote."""
+    from rich.console import Console
+    from rich.table import Table
+
+    key = "toeplitzness_offdiag" if exclude_diagonal else "toeplitzness"
+    other = "toeplitzness" if exclude_diagonal else "toeplitzness_offdiag"
+    sfx = "_offdiag" if exclude_diagonal else ""
+    t = Table(show_edge=False, header_style="bold")
+    heads = sorted({r["head"] for r in rows})
+    if len(layers) == 1:
+        for col in ("head", "Toeplitzness", "full" if exclude_diagonal else "off-diag", "null", "excess", "peak k", "f̂(0)"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            null = score(r["null_mean" + sfx], negative_zero=True)
+            if r.get("null_std" + sfx) == r.get("null_std" + sfx) and r.get("null_std" + sfx) is not None:
+                null += f" ± {score(r['null_std' + sfx], negative_zero=True)}"
+            t.add_row(str(r["head"]), score(r[key], negative_zero=True), score(r[other], negative_zero=True), null,
+                      score(r["excess" + sfx], 3, negative_zero=True), str(r["peak_offset"]), f"{r['f_hat_0']:.4g}")
+        width = 120
+    else:
+        t.add_column("layer", justify="right")
+        for h in heads:
+            t.add_column(f"h{h}", justify="right")
+        t.add_column("mean", justify="right")
+        by = {(r["layer"], r["head"]): r[key] for r in rows}
+        for layer in layers:
+            vals = [by[(layer, h)] for h in heads]
+            t.add_row(str(layer), *[score(v, 3, negative_zero=True) for v in vals], score(sum(vals) / len(vals), 3, negative_zero=True))
+        width = max(120, 8 * (len(heads) + 2))
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(t)
+    console.print(_heads_footnote(rows, conventions, exclude_diagonal=exclude_diagonal, many_layers=len(layers) > 1), soft_wrap=False)
+    text = console.export_text()
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _heads_footnote(rows: list[dict[str, Any]], conventions: str, *, exclude_diagonal: bool, many_layers: bool) -> str:
+    r0 = rows[0]
+    what = "Toeplitzness R² per layer (rows) and head (columns)" if many_layers else "per-head Toeplitzness"
+    lines = [
+        f"{r0['model']}: {r0['scheme']}; {r0['positions']} positions.",
+        f"{what}, variant {VARIANT_TEXT[exclude_diagonal]}; null: {r0['null_method']}"
+        + ("; excess = (R² − null)/(1 − null)" if r0["null_mean"] == r0["null_mean"] else "")
+        + ("." if many_layers else "; peak k = argmax of f̂(k), the mean of diagonal k = j − i, over |k| ≤ n/2."),
+        f"Conventions: {conventions}.",
+    ]
+    return "\n".join(lines)
