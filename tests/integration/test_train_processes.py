@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from posviz.toeplitz import score
 from tests.conftest import TRAIN_ARGS
 
 
@@ -67,7 +68,7 @@ def test_two_processes_write_one_run_folder(two_process_run, absolute_run):
     assert evals[0]["toeplitzness_ep"] == pytest.approx(single["toeplitzness_ep"], rel=1e-12)
     assert run["data_fingerprint"] == json.loads((absolute_run / "run.json").read_text())["data_fingerprint"]
     # The logged Toeplitzness is the saved checkpoint's.
-    heads = positional_scores(str(out / "checkpoint-12")).toeplitzness()
+    heads = score(positional_scores(str(out / "checkpoint-12")), null=False).toeplitzness
     np.testing.assert_allclose(evals[-1]["toeplitzness_heads"], heads, rtol=1e-6)
     res = CliRunner().invoke(app, ["toeplitzness", str(out / "checkpoint-12"), "--format", "json", "--null-draws", "0"])
     assert res.exit_code == 0 and json.loads(res.stdout)[0]["toeplitzness"] == pytest.approx(evals[-1]["toeplitzness_ep"], rel=1e-9)
