@@ -164,7 +164,7 @@ def command(
     Example: posviz heads albert-base-v2 --layer 0 -o albert-heads.png
     """
     from posviz.errors import OptionError
-    from posviz.extract.absolute import convention_line, open_heads, summary_convention_line
+    from posviz.extract.registry import convention_line, open_heads, summary_convention_line
 
     figures, texts = _outputs(output)
     if figures:

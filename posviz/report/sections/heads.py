@@ -42,7 +42,7 @@ def _spec(item: ReportItem) -> str | None:
 
 def build(ctx: ReportContext) -> list:
     """Pages for every input whose heads can be read (others get a title-page note)."""
-    from posviz.extract.absolute import open_heads
+    from posviz.extract.registry import open_heads
 
     pages = []
     for item in ctx.items:
@@ -62,7 +62,7 @@ def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
     import numpy as np
 
     from posviz.cli.heads import parse_layers
-    from posviz.extract.absolute import convention_line, summary_convention_line
+    from posviz.extract.registry import convention_line, summary_convention_line
     from posviz.plots.common import short_label
     from posviz.plots.heads import heads_scale_note, plot_heads, plot_layer_head_matrix
 
