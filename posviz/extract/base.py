@@ -1,10 +1,10 @@
 """What every scheme's opener shares: the :class:`HeadsSource` protocol, its options, small checks.
 
 A scheme module (``absolute``, ``t5``, ``alibi``, ``rope``, ``deberta``,
-``posviz_trained``) offers ``claims(family, config)``, ``open_heads(source,
-family, options)`` returning a :class:`HeadsSource`, and ``describe(conventions)``
-for the one-line statement of its conventions; :mod:`posviz.extract.registry`
-lists them. See ARCHITECTURE.md.
+``posviz_trained``) is a :class:`SchemeModule`: ``claims(family, config)``,
+``open_heads(source, family, options)`` returning a :class:`HeadsSource`, and
+``describe(conventions)`` for its part of the one-line statement of
+conventions; :mod:`posviz.extract.registry` lists them. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from posviz.schemes.absolute import LN_MODES
 
 if TYPE_CHECKING:
     from posviz.positional_scores import PositionalScores
+    from posviz.read.families import Family
+    from posviz.read.sources import Source
     from posviz.toeplitz.heads import HeadScores
 
 #: Positions shown for schemes without a position table, unless ``--positions`` says otherwise.
@@ -69,6 +71,22 @@ class HeadsSource(Protocol):
         self, layer: int, *, null_draws: int = 0, seed: int = 0, keep: bool = True
     ) -> tuple[PositionalScores | None, HeadScores]:
         """The layer's stack (``None`` unless ``keep``) and its per-head scores."""
+        ...
+
+
+class SchemeModule(Protocol):
+    """What a scheme module offers the registry (modules satisfy it by their functions)."""
+
+    def claims(self, family: Family, config: Mapping[str, Any]) -> bool:
+        """Whether this scheme analyses models of ``family`` (claims are exclusive)."""
+        ...
+
+    def open_heads(self, source: Source, family: Family, options: HeadsOptions) -> HeadsSource:
+        """The :class:`HeadsSource` of a resolved source."""
+        ...
+
+    def describe(self, conventions: Mapping[str, Any]) -> list[str]:
+        """This scheme's parts of a conventions line (empty for other schemes' conventions)."""
         ...
 
 

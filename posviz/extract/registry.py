@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from posviz.errors import UnsupportedModelError
 from posviz.extract import absolute, alibi, deberta, posviz_trained, rope, t5
-from posviz.extract.base import HeadsOptions, HeadsSource, check_ln, refuse_synthetic
+from posviz.extract.base import HeadsOptions, HeadsSource, SchemeModule, check_ln, refuse_synthetic
 from posviz.read.families import Family
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Scheme:
     describe: Callable[[Mapping[str, Any]], list[str]]
 
 
-def _entry(name: str, module) -> Scheme:
+def _entry(name: str, module: SchemeModule) -> Scheme:
     return Scheme(name, module.claims, module.open_heads, module.describe)
 
 
