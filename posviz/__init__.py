@@ -31,7 +31,7 @@ _EXPORTS = {
     "score_model": "posviz.batch.analysis",
     "plot_heatmap": "posviz.plots.heatmap",
     "build_report": "posviz.report",
-    "open_heads": "posviz.extract.absolute",
+    "open_heads": "posviz.extract.registry",
     "AbsoluteHeads": "posviz.extract.absolute",
     "score_layer": "posviz.toeplitz.engine",
     "score": "posviz.toeplitz.engine",

@@ -137,7 +137,7 @@ def scan_layers(
     LayerScores
         In the order of ``layers``.
     """
-    from posviz.extract.absolute import convention_line
+    from posviz.extract.registry import convention_line
 
     rows_note = heads.metadata().get("rows_note")
     layers = list(layers)
@@ -184,7 +184,7 @@ class LayerTable:
     @property
     def convention_line(self) -> str:
         """One conventions line for all the layers (module names' layer numbers become L where they differ)."""
-        from posviz.extract.absolute import summary_convention_line
+        from posviz.extract.registry import summary_convention_line
 
         return summary_convention_line([x.convention_line for x in self.layers], self.indices)
 

@@ -72,7 +72,7 @@ def command(
     """
     from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.errors import OptionError
-    from posviz.extract.absolute import open_heads
+    from posviz.extract.registry import open_heads
 
     figures, texts = _outputs(output)
     if figures:

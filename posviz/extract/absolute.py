@@ -5,7 +5,7 @@ For layer ``L`` and head ``h`` the map is
 ``A_h = (X W_Q^h + b_Q^h)(X W_K^h + b_K^h)^T * scale``
 
 where ``X`` is the position part of the layer's input, built from the learned
-position table ``E_P`` with the conventions of DESIGN.md:
+position table ``E_P`` in one of the modes of :mod:`posviz.schemes.absolute`:
 
 * ``--ln none``: ``X = E_P``;
 * ``--ln ln``: ``E_P`` through the LayerNorm(s) the model applies before the
@@ -24,47 +24,29 @@ Nothing ``n x n`` is built: each layer is a factored
 :class:`~posviz.positional_scores.PositionalScores`. The per-layer LayerNorm is folded into
 the projection (``LN_L(x) = x_hat * gamma_L + beta_L`` with ``x_hat`` shared by
 all layers), so the one expensive step per layer is a single
-``(2 H d_h) x d`` by ``d x n`` product.
+``(2 H d_h) x d`` by ``d x n`` product. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from posviz.errors import CheckpointError, OptionError, UnsupportedModelError
+from posviz.errors import CheckpointError, OptionError
+from posviz.extract.base import HeadsOptions, check_layer, check_ln, read_finite, refuse_synthetic
 from posviz.positional_scores import PositionalScores
-from posviz.read.families import AttentionLayout, attention_layout
+from posviz.read.families import POSVIZ_MODEL_TYPE, Family
+from posviz.read.layouts import AttentionLayout, attention_layout
+from posviz.schemes.absolute import LN_MODES, layer_norm
 
 if TYPE_CHECKING:
+    from posviz.read.sources import Source
     from posviz.toeplitz.result import ToeplitzScore
 
-LN_MODES: tuple[str, ...] = ("none", "ln", "ln+type0")
-
 LAYER_INPUT_NOTE = "position part only, fed straight into the layer (exact for layer 0)"
-
-
-def layer_norm(x: np.ndarray, gamma: np.ndarray | None, beta: np.ndarray | None, eps: float) -> np.ndarray:
-    """``nn.LayerNorm`` over the last axis (biased variance), in float64."""
-    mu = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)
-    out = (x - mu) / np.sqrt(var + eps)
-    if gamma is not None:
-        out = out * gamma
-    if beta is not None:
-        out = out + beta
-    return out
-
-
-def read_finite(ckpt, name: str, rows: slice | None = None) -> np.ndarray:
-    """Read a tensor as float64 and refuse NaN/Inf with a clear error naming the rows."""
-    from posviz.read.embeddings import check_finite
-
-    arr = ckpt.read(name, rows)
-    check_finite(arr, f"{ckpt.source.label}: {name}")
-    return arr
 
 
 @dataclass
@@ -89,7 +71,8 @@ class AbsoluteHeads:
     ----------
     model
         Model folder, weight file or hub id (as for
-        :func:`~posviz.read.embeddings.load_position_embeddings`).
+        :func:`~posviz.read.embeddings.load_position_embeddings`), or a resolved
+        :class:`~posviz.read.sources.Source`.
     ln
         ``none``, ``ln`` or ``ln+type0`` (see the module docstring).
     bias
@@ -111,7 +94,7 @@ class AbsoluteHeads:
 
     def __init__(
         self,
-        model: str,
+        model: str | Source,
         *,
         ln: str = "ln",
         bias: bool = True,
@@ -119,17 +102,15 @@ class AbsoluteHeads:
         table: str | None = None,
     ) -> None:
         from posviz.read.checkpoints import Checkpoint
-        from posviz.read.embeddings import is_synthetic, load_position_embeddings
+        from posviz.read.embeddings import load_position_embeddings
         from posviz.read.sources import resolve_source
 
-        if ln not in LN_MODES:
-            raise OptionError(f"--ln {ln!r} is not one of {', '.join(LN_MODES)}")
-        if is_synthetic(model):
-            raise UnsupportedModelError(f"{model} is a synthetic control without attention heads", "give a model checkpoint")
+        check_ln(ln)
+        refuse_synthetic(model)
         self.pe = load_position_embeddings(model, table=table, positions=positions)
         self.config: dict[str, Any] = self.pe.config
         self.layout: AttentionLayout = attention_layout(self.config, self.pe.table)
-        self.ckpt = Checkpoint(resolve_source(model))
+        self.ckpt = Checkpoint(model if not isinstance(model, str) else resolve_source(model))
         self.ln = ln
         self.bias = bias and self.layout.has_bias(self.config)
         self.bias_requested = bias
@@ -199,11 +180,7 @@ class AbsoluteHeads:
 
     def check_layer(self, layer: int) -> int:
         """Validate a layer index (clear error, exit code 2 in the CLI)."""
-        if not 0 <= layer < self.num_layers:
-            raise OptionError(
-                f"--layer {layer} is out of range: {self.pe.model} has {self.num_layers} layers (0-{self.num_layers - 1})"
-            )
-        return layer
+        return check_layer(layer, self.num_layers, self.pe.model)
 
     def _module(self, pattern: str, layer: int) -> str:
         return pattern.format(layer=self.layout.module_index(self.config, layer))
@@ -372,95 +349,30 @@ class AbsoluteHeads:
         return dict(out)
 
 
-def convention_line(c: dict[str, Any]) -> str:
-    """One line stating a layer's conventions, for table footnotes and figure titles."""
-    parts: list[str] = []
-    if c.get("ln") in LN_MODES and "bias" in c:  # absolute models
-        inputs = {"none": "raw E_P (no LayerNorm)", "ln": "LN(E_P)", "ln+type0": "LN(E_P + token_type[0])"}
-        parts.append(f"input {inputs[c['ln']]}")
-        if c.get("layer_norms"):
-            parts.append("LayerNorm " + ", ".join(sorted({n.rsplit(".", 1)[0] for n in c["layer_norms"]})))
-        elif c.get("ln_note"):
-            parts.append(c["ln_note"])
-        if c.get("mapping"):
-            parts.append(f"mapped by {c['mapping']}")
-        if c.get("shared_layer"):
-            parts.append(c["shared_layer"])
-        parts.append("Q/K biases " + ("on" if c["bias"] else "off"))
-    if c.get("computed_by"):
-        parts.append(f"position scheme {c['position_scheme']!r} computed by {c['computed_by']}")
-        if c.get("layer_group") is not None:
-            parts.append(f"layer group {c['layer_group']}")
-        if c.get("cls_untied"):
-            parts.append("[CLS] row and column untied")
-    if c.get("tensor"):
-        parts.append(f"from {c['tensor']}")
-    if "bidirectional" in c:
-        parts.append(f"{'bidirectional' if c['bidirectional'] else 'causal'} buckets: {c['num_buckets']}, max distance {c['max_distance']}")
-    if c.get("slope_rule"):
-        parts.append(f"slopes from {c['slope_rule']}; causal (k > 0 masked)")
-    if c.get("rope_type"):
-        parts.append(f"rope {c['rope_type']}, theta {c['rope_theta']:g}, {c['rotary_dim']} of {c['head_dim']} dims rotated")
-    if c.get("matrix"):
-        parts.append(c["matrix"])
-        if c.get("layer_norms"):
-            parts.append("after encoder.LayerNorm")
-    if c.get("shared_across_layers"):
-        parts.append("same for every layer")
-    if c.get("scale_rule"):
-        parts.append(f"scale {c['scale_rule']}")
-    if c.get("rows_note"):
-        parts.append(c["rows_note"])
-    return "; ".join(parts)
+# ---- the scheme's entry in posviz.extract.registry ------------------------
+def claims(family: Family, config: Mapping[str, Any]) -> bool:
+    """Learned absolute tables, except in models trained by ``posviz train`` (their own code)."""
+    return family.scheme == "learned" and POSVIZ_MODEL_TYPE not in family.model_types
 
 
-def summary_convention_line(lines: list[str], layers: list[int]) -> str:
-    """One conventions line for several layers (layer numbers in module names become L)."""
-    if len(set(lines)) == 1:
-        return lines[0]
-    return lines[0].replace(f".{layers[0]}.", ".L.") + " (per layer L)"
+def open_heads(source: Source, family: Family, options: HeadsOptions) -> AbsoluteHeads:
+    """The :class:`AbsoluteHeads` of a resolved source."""
+    return AbsoluteHeads(source, ln=options.ln, bias=options.bias, positions=options.positions, table=options.table)
 
 
-def open_heads(
-    model: str,
-    *,
-    ln: str = "ln",
-    bias: bool = True,
-    positions: slice | str | None = None,
-    table: str | None = None,
-):
-    """Per-head positional matrices of any supported model, layer by layer.
-
-    Absolute-position families give an :class:`AbsoluteHeads` (position-only
-    ``Q K^T`` per head); T5, ALiBi, RoPE and DeBERTa models give a
-    :class:`posviz.extract.relative.RelativeHeads`. Both offer ``num_layers``,
-    ``num_heads``, ``n``, ``layer(L)``, ``score(L)``, ``metadata()`` and
-    ``conventions(L)``.
-
-    Parameters
-    ----------
-    model
-        Model folder, weight file or hub id.
-    ln, bias, positions, table
-        See :class:`AbsoluteHeads` and :func:`posviz.extract.relative.open_relative`.
-    """
-    from posviz.extract.relative import open_relative
-    from posviz.read.embeddings import is_synthetic
-    from posviz.read.families import family_for_config
-    from posviz.read.sources import resolve_source
-
-    if ln not in LN_MODES:
-        raise OptionError(f"--ln {ln!r} is not one of {', '.join(LN_MODES)}")
-    if is_synthetic(model):
-        raise UnsupportedModelError(f"{model} is a synthetic control without attention heads", "give a model checkpoint")
-    source = resolve_source(model)
-    if not source.config:
-        raise UnsupportedModelError(f"{source.label}: no config.json beside the weights", "per-head maps need the model's config.json")
-    fam = family_for_config(source.config)
-    if fam.extra.get("positional_scores"):  # models built by posviz train: their own positional code
-        from posviz.extract.posviz_trained import open_hook_heads
-
-        return open_hook_heads(source, fam, ln=ln, bias=bias, positions=positions, table=table)
-    if fam.scheme == "learned":
-        return AbsoluteHeads(model, ln=ln, bias=bias, positions=positions, table=table)
-    return open_relative(source, fam, ln=ln, positions=positions, table=table)
+def describe(c: Mapping[str, Any]) -> list[str]:
+    """Parts of the conventions line: input, LayerNorms, mapping, shared layer, biases."""
+    if c.get("ln") not in LN_MODES or "bias" not in c:
+        return []
+    inputs = {"none": "raw E_P (no LayerNorm)", "ln": "LN(E_P)", "ln+type0": "LN(E_P + token_type[0])"}
+    parts = [f"input {inputs[c['ln']]}"]
+    if c.get("layer_norms"):
+        parts.append("LayerNorm " + ", ".join(sorted({n.rsplit(".", 1)[0] for n in c["layer_norms"]})))
+    elif c.get("ln_note"):
+        parts.append(c["ln_note"])
+    if c.get("mapping"):
+        parts.append(f"mapped by {c['mapping']}")
+    if c.get("shared_layer"):
+        parts.append(c["shared_layer"])
+    parts.append("Q/K biases " + ("on" if c["bias"] else "off"))
+    return parts

@@ -12,6 +12,8 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from posviz.read.families import POSVIZ_MODEL_TYPE
+
 #: Positional schemes the model builder supports.
 SCHEMES: tuple[str, ...] = ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")
 
@@ -53,7 +55,7 @@ class PosvizAlbertConfig(PretrainedConfig):
         T5 buckets for ``tupe-r`` and ``t5`` (bidirectional).
     """
 
-    model_type = "posviz-albert"
+    model_type = POSVIZ_MODEL_TYPE
 
     def __init__(
         self,

@@ -11,6 +11,11 @@ one per layer for unshared TISA) with the common signature
 through ``torch.nn.functional.scaled_dot_product_attention``'s float mask,
 together with the padding mask, so the same code runs the fused kernels on CPU
 and CUDA and under bf16/fp16 autocast.
+
+Read top to bottom: embeddings, attention, layer, layer group, encoder (where
+the positional scores join), masked-LM head, then the Hugging Face classes.
+Shapes: ``B`` batch, ``n`` positions, ``H`` heads, ``d_h`` head width. The
+scheme modules are in :mod:`posviz.models.schemes`; see ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -23,13 +28,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
-from posviz.models.schemes import (
-    AlibiScores,
-    T5Scores,
-    TisaScores,
-    TupeScores,
-    build_position_scores,
-)
+from posviz.models.schemes import TisaScores, build_position_scores
 
 try:  # transformers >= 5: initialisers that skip weights loaded from a checkpoint
     from transformers import initialization as init
@@ -59,7 +58,7 @@ class PosvizEmbeddings(nn.Module):
         position_ids: torch.LongTensor | None = None,
     ) -> torch.Tensor:
         n = input_ids.shape[1]
-        x = self.word_embeddings(input_ids)
+        x = self.word_embeddings(input_ids)  # (B, n) -> (B, n, embedding_size)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]
         else:
@@ -92,7 +91,7 @@ class PosvizAttention(nn.Module):
     def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
         b, n, _ = hidden_states.shape
         shape = (b, n, self.num_attention_heads, self.attention_head_size)
-        q = self.query(hidden_states).view(shape).transpose(1, 2)
+        q = self.query(hidden_states).view(shape).transpose(1, 2)  # (B, n, hidden) -> (B, H, n, d_h)
         k = self.key(hidden_states).view(shape).transpose(1, 2)
         v = self.value(hidden_states).view(shape).transpose(1, 2)
         if attention_bias is not None and attention_bias.dtype != q.dtype:
@@ -102,8 +101,8 @@ class PosvizAttention(nn.Module):
             attn_mask=attention_bias,
             dropout_p=self.attention_dropout.p if self.training else 0.0,
             scale=self.scaling,
-        )
-        out = self.output_dropout(self.dense(out.transpose(1, 2).reshape(b, n, -1)))
+        )  # (B, H, n, d_h); attn_mask (1 or B, H, n, n) is added to the scaled logits
+        out = self.output_dropout(self.dense(out.transpose(1, 2).reshape(b, n, -1)))  # (B, n, hidden)
         return self.LayerNorm(hidden_states + out)
 
 
@@ -162,11 +161,11 @@ class PosvizTransformer(nn.Module):
         return int(layer / (self.config.num_hidden_layers / self.config.num_hidden_groups))
 
     def forward(self, hidden_states: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-        hidden_states = self.embedding_hidden_mapping_in(hidden_states)
+        hidden_states = self.embedding_hidden_mapping_in(hidden_states)  # (B, n, embedding_size) -> (B, n, hidden)
         n = hidden_states.shape[1]
         mods = self.position_scores
         per_layer = mods is not None and len(mods) > 1
-        # A shared positional term is computed once per forward and reused by every layer.
+        # A shared positional term (H, n, n) is computed once per forward and reused by every layer.
         bias = _with_padding(mods[0](n) if mods is not None and not per_layer else None, padding)
         for i in range(self.config.num_hidden_layers):
             if per_layer:
@@ -188,6 +187,7 @@ class PosvizMLMHead(nn.Module):
         self.activation = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """``(B, n, hidden)`` -> logits ``(B, n, vocab)``."""
         return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))
 
 
@@ -206,21 +206,11 @@ class PosvizPreTrainedModel(PreTrainedModel):
         elif isinstance(module, PosvizEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1])[None])
         elif isinstance(module, TisaScores):
-            init.normal_(module.a, mean=0.1, std=0.01)
-            init.normal_(module.b, mean=0.1, std=0.01)
-            init.normal_(module.c, mean=0.0, std=5.0)
-        elif isinstance(module, T5Scores):
-            from posviz.models.schemes.t5 import relative_buckets
-
-            m = module.max_positions
-            cfg = self.config
-            init.copy_(module.offset_buckets, relative_buckets(torch.arange(1 - m, m), cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance))
-        elif isinstance(module, AlibiScores):
-            from posviz.models.schemes.alibi import alibi_slopes
-
-            init.copy_(module.slopes, alibi_slopes(module.heads))
-        elif isinstance(module, TupeScores) and module.relative:
-            init.copy_(module.bucket_ids, module.make_bucket_ids(module.max_positions, module.num_buckets, module.max_distance))
+            for name, (mean, std) in module.INIT.items():
+                init.normal_(getattr(module, name), mean=mean, std=std)
+        elif hasattr(module, "derived_buffers"):  # T5 buckets, ALiBi slopes, TUPE-R bucket ids
+            for name, value in module.derived_buffers().items():
+                init.copy_(getattr(module, name), value)
 
 
 class PosvizModel(PosvizPreTrainedModel):
@@ -255,7 +245,7 @@ class PosvizModel(PosvizPreTrainedModel):
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         padding = None
         if attention_mask is not None and not bool(attention_mask.all()):
-            keep = attention_mask[:, None, None, :].to(x.dtype)
+            keep = attention_mask[:, None, None, :].to(x.dtype)  # (B, n) -> (B, 1, 1, n)
             padding = (1.0 - keep) * torch.finfo(x.dtype).min
         return BaseModelOutput(last_hidden_state=self.encoder(x, padding))
 
@@ -304,7 +294,7 @@ class PosvizForMaskedLM(PosvizPreTrainedModel):
         so gradient accumulation gives the same gradient as one large batch.
         """
         hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
-        logits = self.predictions(hidden)
+        logits = self.predictions(hidden)  # (B, n, vocab)
         loss = None
         if labels is not None:
             flat = logits.view(-1, logits.shape[-1]).float()

@@ -312,7 +312,7 @@ def test_hub_model_source_names_the_commit(tmp_path, hf_cache, tiny_checkpoints)
 
 
 def test_heads_section_numbers_equal_the_heads_api(tmp_path, minilm_dir):
-    from posviz.extract.absolute import open_heads
+    from posviz.extract.registry import open_heads
 
     out = tmp_path / "heads.pdf"
     reader = _report(out, str(minilm_dir), extra=("--layers", "0,5", "--null-draws", "2"))

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.errors import OptionError
-from posviz.extract.absolute import open_heads
+from posviz.extract.registry import open_heads
 
 pytest.importorskip("torch")
 

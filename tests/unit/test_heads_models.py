@@ -23,7 +23,8 @@ torch = pytest.importorskip("torch")
 from transformers import AutoConfig, AutoModel  # noqa: E402
 
 from posviz.errors import CheckpointError, OptionError, UnsupportedModelError  # noqa: E402
-from posviz.extract.absolute import AbsoluteHeads, open_heads  # noqa: E402
+from posviz.extract.absolute import AbsoluteHeads  # noqa: E402
+from posviz.extract.registry import open_heads  # noqa: E402
 from tests.checkpoint_factory import TINY_CONFIGS, build_tiny_checkpoint  # noqa: E402
 
 EXTRA_CONFIGS = {

@@ -33,7 +33,7 @@ def test_parse_layers_rejects(layer, layers, fragment):
 
 
 def test_scan_keeps_only_the_requested_stacks_and_tables_the_rest(minilm_dir):
-    from posviz.extract.absolute import open_heads
+    from posviz.extract.registry import open_heads
 
     heads = open_heads(str(minilm_dir), positions="0:32")
     scanned = list(scan_layers(heads, [0, 2], keep={2}))

@@ -8,6 +8,8 @@ import torch
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from posviz.extract import posviz_trained
+from posviz.extract.registry import scheme_for
 from posviz.models import PosvizAlbertConfig, PosvizForMaskedLM, position_table
 from posviz.read.embeddings import load_position_embeddings
 from posviz.read.families import family_for_config
@@ -34,7 +36,9 @@ def test_family_depends_on_the_scheme():
     assert family_for_config({"model_type": "posviz-albert", "position_scheme": "tisa"}).scheme == "relative"
     tupe = family_for_config({"model_type": "posviz-albert", "position_scheme": "tupe-a"})
     assert tupe.row_offset({}) == 1 and tupe.tables[0].suffix.startswith("encoder.position_scores.0.")
-    assert family_for_config({"model_type": "posviz-albert"}).extra["positional_scores"] == "posviz.models.position_terms:positional_scores"
+    for scheme in ("absolute", "tisa", "tupe-a", "t5", "none"):  # analysed by the model's own positional code
+        config = {"model_type": "posviz-albert", "position_scheme": scheme}
+        assert scheme_for(family_for_config(config), config).open is posviz_trained.open_heads
 
 
 @pytest.mark.parametrize("scheme", ["absolute", "tupe-r"])

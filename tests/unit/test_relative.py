@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 from transformers import AutoConfig, AutoModel  # noqa: E402
 
 from posviz.errors import OptionError, UnsupportedModelError  # noqa: E402
-from posviz.extract import relative as rel  # noqa: E402
-from posviz.extract.absolute import open_heads  # noqa: E402
+from posviz.extract.registry import open_heads  # noqa: E402
+from posviz.positional_scores import PositionalScores  # noqa: E402
+from posviz.schemes import alibi, rope  # noqa: E402
 from tests.checkpoint_factory import TINY_CONFIGS  # noqa: E402
 
 
@@ -65,7 +66,7 @@ def test_t5_rejects_an_unknown_table(tmp_path):
 def test_alibi_slopes_power_of_two_closed_form(heads):
     # Press et al. (2022): m_h = 2^(-8 h / H), h = 1..H
     expected = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
-    np.testing.assert_allclose(rel.alibi_slopes(heads), expected, rtol=1e-13)
+    np.testing.assert_allclose(alibi.slopes(heads), expected, rtol=1e-13)
 
 
 @pytest.mark.parametrize("heads", [6, 12, 16])
@@ -73,10 +74,10 @@ def test_alibi_matrix_matches_hf_bloom_up_to_row_constants(heads):
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
     n = 30
-    ours = rel.alibi_offsets(rel.alibi_slopes(heads), n)
-    dense = np.stack([rel.PositionalScores.from_offsets(ours).matrix(h) for h in range(heads)])
+    ours = alibi.bias_offsets(alibi.slopes(heads), n)
+    dense = np.stack([PositionalScores.from_offsets(ours).matrix(h) for h in range(heads)])
     hf = build_alibi_tensor(torch.ones(1, n), heads, torch.float64)[:, 0, :].numpy()  # (heads, key): m_h * j
-    np.testing.assert_allclose(rel.alibi_slopes(heads), hf[:, 1], rtol=1e-6)  # HF computes slopes in float32
+    np.testing.assert_allclose(alibi.slopes(heads), hf[:, 1], rtol=1e-6)  # HF computes slopes in float32
     diff = dense - hf[:, None, :]
     causal = np.tri(n, dtype=bool)
     for h in range(heads):
@@ -88,10 +89,10 @@ def test_mpt_slopes_and_matrix_match_hf():
     from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
     n, heads = 25, 12
-    assert rel.alibi_slopes(16, kind="mpt")[0] == pytest.approx(2**-0.5, rel=1e-15)  # 1 / 2^(1 * 8 / 16)
-    slopes = rel.alibi_slopes(heads, kind="mpt", alibi_bias_max=8)
+    assert alibi.slopes(16, kind="mpt")[0] == pytest.approx(2**-0.5, rel=1e-15)  # 1 / 2^(1 * 8 / 16)
+    slopes = alibi.slopes(heads, kind="mpt", alibi_bias_max=8)
     hf = build_mpt_alibi_tensor(heads, n, 8)[:, 0, :].double().numpy()  # slope * (j - (n - 1))
-    ours = np.stack([rel.PositionalScores.from_offsets(rel.alibi_offsets(slopes, n)).matrix(h)[n - 1] for h in range(heads)])
+    ours = np.stack([PositionalScores.from_offsets(alibi.bias_offsets(slopes, n)).matrix(h)[n - 1] for h in range(heads)])
     np.testing.assert_allclose(ours, hf, rtol=1e-6)  # last query row: -m (n - 1 - j)
 
 
@@ -109,7 +110,7 @@ def test_rope_frequencies_match_llama(tmp_path):
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     cfg = AutoConfig.for_model("llama", **{**TINY_CONFIGS["llama"], "rope_theta": 50000.0})
-    spec = rel.rope_spec(cfg.to_dict())
+    spec = rope.rope_spec(cfg.to_dict())
     np.testing.assert_allclose(spec.inv_freq, LlamaRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
     assert spec.theta == 50000.0 and spec.rotary_dim == 8
 
@@ -121,7 +122,7 @@ def test_rope_partial_rotary_matches_gpt_neox():
         "gpt_neox", hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
         vocab_size=64, rotary_pct=0.25, rotary_emb_base=500000, bos_token_id=0, eos_token_id=0,
     )
-    spec = rel.rope_spec(cfg.to_dict())
+    spec = rope.rope_spec(cfg.to_dict())
     assert spec.head_dim == 16 and spec.rotary_dim == 4 and spec.theta == 500000
     np.testing.assert_allclose(spec.inv_freq, GPTNeoXRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
 
@@ -132,7 +133,7 @@ def test_rope_llama3_scaling_goes_through_hf():
     scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 32}
     cfg = AutoConfig.for_model("llama", **{**TINY_CONFIGS["llama"], "rope_scaling": scaling})
-    spec = rel.rope_spec(cfg.to_dict())
+    spec = rope.rope_spec(cfg.to_dict())
     assert spec.rope_type == "llama3"
     np.testing.assert_allclose(spec.inv_freq, LlamaRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
 
@@ -140,7 +141,7 @@ def test_rope_llama3_scaling_goes_through_hf():
 def test_rope_gptj_rotary_dim_matches_hf_tables():
     from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
 
-    spec = rel.rope_spec({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 4})
+    spec = rope.rope_spec({"model_type": "gptj", "n_embd": 32, "n_head": 4, "rotary_dim": 4})
     table = create_sinusoidal_positions(10, 4).double().numpy()  # [sin | cos] of p * theta_i
     np.testing.assert_allclose(np.cos(np.arange(10)[:, None] * spec.inv_freq), table[:, 2:], atol=1e-6)
 
@@ -153,7 +154,7 @@ def test_rope_kernel_is_the_logit_of_rotated_constant_vectors():
         "gpt_neox", hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
         vocab_size=64, rotary_pct=0.5, bos_token_id=0, eos_token_id=0,
     )
-    spec = rel.rope_spec(cfg.to_dict())
+    spec = rope.rope_spec(cfg.to_dict())
     n = 33
     emb = GPTNeoXRotaryEmbedding(cfg)
     x = torch.ones(1, 1, n, spec.head_dim, dtype=torch.float64)
@@ -161,7 +162,7 @@ def test_rope_kernel_is_the_logit_of_rotated_constant_vectors():
     rot = spec.rotary_dim
     q, _ = apply_rotary_pos_emb(x[..., :rot], x[..., :rot], cos.double(), sin.double())
     logits = (q[0, 0] @ q[0, 0].T).numpy()  # each rotated pair (1, 1) has |pair|^2 = 2
-    kernel = rel.PositionalScores.from_offsets(rel.rope_kernel_offsets(spec.inv_freq, n)).matrix(0)
+    kernel = PositionalScores.from_offsets(rope.kernel_offsets(spec.inv_freq, n)).matrix(0)
     np.testing.assert_allclose(logits, 2 * kernel, atol=1e-5)
 
 
@@ -173,10 +174,10 @@ def test_rope_model_heads_are_exactly_toeplitz(tiny_checkpoints):
 
 
 def test_rope_dense_kernel_matches_closed_form():
-    f = rel.rope_kernel_offsets(1.0 / 10000 ** (np.arange(0, 16, 2) / 16), 12)
+    f = rope.kernel_offsets(1.0 / 10000 ** (np.arange(0, 16, 2) / 16), 12)
     i, j = np.indices((12, 12))
     dense = np.cos((j - i)[..., None] * (1.0 / 10000 ** (np.arange(0, 16, 2) / 16))).sum(-1)
-    np.testing.assert_allclose(rel.PositionalScores.from_offsets(f).matrix(0), dense, rtol=1e-12)
+    np.testing.assert_allclose(PositionalScores.from_offsets(f).matrix(0), dense, rtol=1e-12)
 
 
 # ---- DeBERTa ----------------------------------------------------------------

@@ -7,6 +7,11 @@ added to ``q k^T * scale`` before the softmax (``F[i, j]`` for query ``i`` and k
 which the analysis reads as an exactly Toeplitz :class:`~posviz.positional_scores.PositionalScores`.
 The learned absolute table (``absolute``) is added to the input instead and has
 no such module; see :mod:`posviz.models.schemes.absolute`.
+
+Fixed tables (T5 bucket ids, ALiBi slopes, TUPE-R bucket ids) are computed by
+:mod:`posviz.schemes`, the numpy math the analysis uses too, and registered as
+non-persistent buffers; a module that has them offers ``derived_buffers()``,
+which the model's weight initialisation calls again. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations

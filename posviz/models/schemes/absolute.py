@@ -10,7 +10,8 @@ a module output but a function of the weights: for layer ``l`` and head ``h``,
 with ``map`` ALBERT's embedding→hidden projection (with its bias). Other
 conventions: ``ln`` (no token-type row), ``none`` (no LayerNorm). This is an
 approximation every analysis of absolute models makes: in the model the
-LayerNorm acts on word + position + type embeddings together.
+LayerNorm acts on word + position + type embeddings together. The modes and the
+LayerNorm are those of :mod:`posviz.schemes.absolute`; see ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-CONVENTIONS: tuple[str, ...] = ("none", "ln", "ln+type0")
+from posviz.schemes.absolute import LN_MODES, layer_norm
 
-
-def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mu = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * weight + bias
+#: The conventions of :func:`absolute_head_factors` (the LayerNorm modes).
+CONVENTIONS: tuple[str, ...] = LN_MODES
 
 
 def absolute_head_factors(
@@ -62,16 +60,16 @@ def absolute_head_factors(
     """
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
-    x = get("embeddings.position_embeddings.weight")[:n]
+    x = get("embeddings.position_embeddings.weight")[:n]  # (n, embedding_size)
     if convention == "ln+type0":
         x = x + get("embeddings.token_type_embeddings.weight")[0]
     if convention != "none":
-        x = _layer_norm(x, get("embeddings.LayerNorm.weight"), get("embeddings.LayerNorm.bias"), layer_norm_eps)
-    x = x @ get("encoder.embedding_hidden_mapping_in.weight").T + get("encoder.embedding_hidden_mapping_in.bias")
+        x = layer_norm(x, get("embeddings.LayerNorm.weight"), get("embeddings.LayerNorm.bias"), layer_norm_eps)
+    x = x @ get("encoder.embedding_hidden_mapping_in.weight").T + get("encoder.embedding_hidden_mapping_in.bias")  # (n, hidden)
     att = f"encoder.albert_layer_groups.{group}.albert_layers.0.attention."
     q = x @ get(att + "query.weight").T + get(att + "query.bias")
     k = x @ get(att + "key.weight").T + get(att + "key.bias")
     d = q.shape[1] // heads
-    q = q.reshape(n, heads, d).transpose(1, 0, 2) / np.sqrt(d)
+    q = q.reshape(n, heads, d).transpose(1, 0, 2) / np.sqrt(d)  # (n, hidden) -> (heads, n, d_h)
     k = k.reshape(n, heads, d).transpose(1, 0, 2)
     return q, k

@@ -1,47 +1,47 @@
 """ALiBi (Press et al., 2022), symmetric for an encoder: ``f_h(k) = -m_h * |k|``.
 
-Slopes ``m_h`` are the fixed geometric sequence of the paper (``2**(-8 h / H)``
-for a power-of-two head count, interleaved otherwise); nothing is learned.
+The slopes ``m_h`` come from :func:`posviz.schemes.alibi.slopes` (the same
+numbers the analysis of BLOOM-style models uses); nothing is learned. See
+ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torch import nn
+
+from posviz.models.schemes.offsets import OffsetScores
+from posviz.schemes import alibi
 
 
-def alibi_slopes(heads: int) -> torch.Tensor:
-    """The ALiBi slope of each head, shape ``(heads,)``."""
+class AlibiScores(OffsetScores):
+    """Symmetric ALiBi bias ``F[h, i, j] = -m_h |j - i|`` (no parameters).
 
-    def power_of_two(n: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-        return [start ** (i + 1) for i in range(n)]
-
-    if math.log2(heads).is_integer():
-        slopes = power_of_two(heads)
-    else:
-        closest = 2 ** math.floor(math.log2(heads))
-        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: heads - closest]
-    return torch.tensor(slopes)
-
-
-class AlibiScores(nn.Module):
-    """Symmetric ALiBi bias ``F[h, i, j] = -m_h |j - i|`` (no parameters)."""
+    Parameters
+    ----------
+    heads
+        Number of attention heads.
+    """
 
     def __init__(self, heads: int) -> None:
         super().__init__()
         self.heads = heads
-        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+        for name, value in self.derived_buffers().items():
+            self.register_buffer(name, value, persistent=False)
+
+    def derived_buffers(self) -> dict[str, torch.Tensor]:
+        """Buffers computed from the configuration: ``slopes``, ``(heads,)`` in the default dtype."""
+        return {"slopes": torch.tensor(alibi.slopes(self.heads).tolist())}
 
     def offsets(self, n: int) -> torch.Tensor:
-        """``f(k)`` for ``k = -(n-1) .. n-1``, shape ``(heads, 2n - 1)``."""
-        k = torch.arange(1 - n, n, device=self.slopes.device, dtype=self.slopes.dtype)
-        return -self.slopes[:, None] * k.abs()
+        """``f(k) = -m_h |k|`` for ``k = -(n-1) .. n-1``, shape ``(heads, 2n - 1)``.
 
-    def forward(self, n: int) -> torch.Tensor:
-        """``(heads, n, n)`` bias."""
-        f = self.offsets(n)
-        pos = torch.arange(n, device=f.device)
-        return f[:, pos[None, :] - pos[:, None] + (n - 1)]
+        Evaluated by :func:`posviz.schemes.alibi.bias_offsets` (exact products, then
+        rounded to the slopes' dtype: the same numbers as multiplying in that dtype)
+        and cached per length, device and dtype.
+        """
+        key = (n, self.slopes.device, self.slopes.dtype)
+        cache = self.__dict__.setdefault("_offsets", {})
+        if key not in cache:
+            f = alibi.bias_offsets(self.slopes.detach().cpu().double().numpy(), n)
+            cache[key] = torch.from_numpy(f).to(device=self.slopes.device, dtype=self.slopes.dtype)
+        return cache[key]

@@ -1,8 +1,9 @@
 """T5's learned relative bias: one scalar per head and bucket of ``k = j - i``.
 
-Buckets come from transformers' own T5 bucket function (bidirectional: exact
-buckets for short offsets, logarithmic ones up to ``max_distance``), so the bias
-is exactly Toeplitz.
+Bucket ids come from :func:`posviz.schemes.t5.offset_buckets` (bidirectional:
+exact buckets for short offsets, logarithmic ones up to ``max_distance``; the
+arithmetic of transformers' T5 code), so the bias is exactly Toeplitz. See
+ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -10,17 +11,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-def relative_buckets(relative_position: torch.Tensor, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
-    """Bidirectional T5 bucket of each offset ``k = j - i`` (transformers' implementation)."""
-    from transformers.models.t5.modeling_t5 import T5Attention
-
-    return T5Attention._relative_position_bucket(
-        relative_position, bidirectional=True, num_buckets=num_buckets, max_distance=max_distance
-    )
+from posviz.models.schemes.offsets import OffsetScores
+from posviz.schemes import t5
 
 
-class T5Scores(nn.Module):
+class T5Scores(OffsetScores):
     """T5 relative bias ``F[h, i, j] = w[bucket(j - i), h]``.
 
     Parameters
@@ -37,17 +32,18 @@ class T5Scores(nn.Module):
         super().__init__()
         self.heads = heads
         self.max_positions = max_positions
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
         self.relative_attention_bias = nn.Embedding(num_buckets, heads)
-        k = torch.arange(1 - max_positions, max_positions)
-        self.register_buffer("offset_buckets", relative_buckets(k, num_buckets, max_distance), persistent=False)
+        for name, value in self.derived_buffers().items():
+            self.register_buffer(name, value, persistent=False)
+
+    def derived_buffers(self) -> dict[str, torch.Tensor]:
+        """Buffers computed from the configuration: ``offset_buckets``, ``(2 max_positions - 1,)``."""
+        ids = t5.offset_buckets(self.max_positions, num_buckets=self.num_buckets, max_distance=self.max_distance)
+        return {"offset_buckets": torch.from_numpy(ids)}
 
     def offsets(self, n: int) -> torch.Tensor:
         """``f(k)`` for ``k = -(n-1) .. n-1``, shape ``(heads, 2n - 1)``."""
         m = self.max_positions
-        return self.relative_attention_bias(self.offset_buckets[m - n : m + n - 1]).T
-
-    def forward(self, n: int) -> torch.Tensor:
-        """``(heads, n, n)`` bias."""
-        f = self.offsets(n)
-        pos = torch.arange(n, device=f.device)
-        return f[:, pos[None, :] - pos[:, None] + (n - 1)]
+        return self.relative_attention_bias(self.offset_buckets[m - n : m + n - 1]).T  # (2n-1, heads) -> (heads, 2n-1)

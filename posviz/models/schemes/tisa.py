@@ -11,7 +11,9 @@ definition.)
 
 Initialisation, with ``N(mean, sd)`` meaning a normal with that standard
 deviation, as in the authors' public code (``normal_(std=...)``):
-``c ~ N(0, 5)``, ``a ~ N(0.1, 0.01)``, ``b ~ N(0.1, 0.01)``.
+``c ~ N(0, 5)``, ``a ~ N(0.1, 0.01)``, ``b ~ N(0.1, 0.01)``. TISA is learned,
+so its one implementation is this module; the analysis evaluates it too (see
+ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from posviz.models.schemes.offsets import OffsetScores
 
-class TisaScores(nn.Module):
+
+class TisaScores(OffsetScores):
     """TISA positional scores for ``heads`` heads with ``kernels`` radial basis kernels each.
 
     Parameters
@@ -34,7 +38,11 @@ class TisaScores(nn.Module):
     ----------
     a, b, c
         ``(heads, kernels)`` amplitudes, sharpness and offsets.
+    INIT
+        ``name -> (mean, standard deviation)`` of each parameter's normal initialisation.
     """
+
+    INIT: dict[str, tuple[float, float]] = {"a": (0.1, 0.01), "b": (0.1, 0.01), "c": (0.0, 5.0)}
 
     def __init__(self, heads: int, kernels: int = 5) -> None:
         super().__init__()
@@ -47,22 +55,15 @@ class TisaScores(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Draw ``a, b ~ N(0.1, 0.01)`` and ``c ~ N(0, 5)`` (standard deviations)."""
-        self.a.normal_(0.1, 0.01, generator=generator)
-        self.b.normal_(0.1, 0.01, generator=generator)
-        self.c.normal_(0.0, 5.0, generator=generator)
+        """Draw ``a, b ~ N(0.1, 0.01)`` and ``c ~ N(0, 5)`` (standard deviations; :attr:`INIT`)."""
+        for name, (mean, std) in self.INIT.items():
+            getattr(self, name).normal_(mean, std, generator=generator)
 
     def offsets(self, n: int) -> torch.Tensor:
         """``f(k)`` for ``k = -(n-1) .. n-1``, shape ``(heads, 2n - 1)``."""
         k = torch.arange(1 - n, n, device=self.a.device, dtype=self.a.dtype)
         d = k - self.c[..., None]  # (heads, kernels, 2n-1)
-        return (self.a[..., None] * torch.exp(-self.b.abs()[..., None] * d * d)).sum(dim=1)
-
-    def forward(self, n: int) -> torch.Tensor:
-        """``F[h, i, j] = f_h(j - i)``, shape ``(heads, n, n)``."""
-        f = self.offsets(n)
-        pos = torch.arange(n, device=f.device)
-        return f[:, pos[None, :] - pos[:, None] + (n - 1)]
+        return (self.a[..., None] * torch.exp(-self.b.abs()[..., None] * d * d)).sum(dim=1)  # (heads, 2n-1)
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, kernels={self.kernels}"

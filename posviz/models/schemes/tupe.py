@@ -15,15 +15,18 @@ i)]`` (bidirectional), shared across layers, with two more buckets for
 Table layout (the authors' code, so weights map across): ``position_embeddings``
 has ``max_positions + 1`` rows; row 0 is the [CLS]→others vector and row ``i + 1``
 is position ``i``. Position 0 is always [CLS], whose row and column are untied, so
-row 1 serves only as the others→[CLS] vector.
+row 1 serves only as the others→[CLS] vector. TUPE-R's buckets are those of
+:mod:`posviz.schemes.t5`. TUPE is learned, so its one implementation is this
+module; the analysis evaluates it too (see ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
-from posviz.models.schemes.t5 import relative_buckets
+from posviz.schemes import t5
 
 
 class TupeScores(nn.Module):
@@ -73,25 +76,32 @@ class TupeScores(nn.Module):
             # bucket num_buckets // 2 (never produced by the bidirectional T5
             # function) serves [CLS]→others, as in the authors' code.
             self.relative_attention_bias = nn.Embedding(num_buckets + 1, heads)
-            self.register_buffer("bucket_ids", self.make_bucket_ids(max_positions, num_buckets, max_distance), persistent=False)
+        for name, value in self.derived_buffers().items():
+            self.register_buffer(name, value, persistent=False)
+
+    def derived_buffers(self) -> dict[str, torch.Tensor]:
+        """Buffers computed from the configuration: TUPE-R's ``bucket_ids``, ``(max_positions, max_positions)``."""
+        if not self.relative:
+            return {}
+        return {"bucket_ids": self.make_bucket_ids(self.max_positions, self.num_buckets, self.max_distance)}
 
     @staticmethod
     def make_bucket_ids(n: int, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
         """``(n, n)`` TUPE-R bucket of every (query, key) pair, [CLS] row and column untied."""
-        pos = torch.arange(n)
-        ids = relative_buckets(pos[None, :] - pos[:, None], num_buckets, max_distance)
+        pos = np.arange(n)
+        ids = t5.relative_position_bucket(pos[None, :] - pos[:, None], num_buckets=num_buckets, max_distance=max_distance)
         ids[:, 0] = num_buckets  # others → [CLS]
         ids[0, :] = num_buckets // 2  # [CLS] → others (and [CLS] → itself)
-        return ids
+        return torch.from_numpy(ids)
 
     def absolute_term(self, n: int) -> torch.Tensor:
         """The untied positional term alone, shape ``(heads, n, n)``."""
-        p = self.LayerNorm(self.position_embeddings.weight[: n + 1])
-        q = self.query(p).view(n + 1, self.heads, self.head_dim).transpose(0, 1) * self.scaling
+        p = self.LayerNorm(self.position_embeddings.weight[: n + 1])  # (n+1, hidden): [CLS] vector, positions 0..n-1
+        q = self.query(p).view(n + 1, self.heads, self.head_dim).transpose(0, 1) * self.scaling  # (heads, n+1, d_h)
         k = self.key(p).view(n + 1, self.heads, self.head_dim).transpose(0, 1)
         cls_to_others = (q[:, 0] * k[:, 0]).sum(-1)  # (heads,)
         others_to_cls = (q[:, 1] * k[:, 1]).sum(-1)
-        scores = q[:, 1:] @ k[:, 1:].transpose(1, 2)  # positions 0..n-1
+        scores = q[:, 1:] @ k[:, 1:].transpose(1, 2)  # (heads, n, n): positions 0..n-1
         # Untie [CLS]: column 0 first, then row 0 (so [CLS]→[CLS] takes the row value).
         col = torch.arange(n, device=scores.device)
         scores = torch.where(col[None, None, :] == 0, others_to_cls[:, None, None], scores)
@@ -100,7 +110,7 @@ class TupeScores(nn.Module):
 
     def relative_term(self, n: int) -> torch.Tensor:
         """The TUPE-R bucket bias alone, shape ``(heads, n, n)``."""
-        return self.relative_attention_bias(self.bucket_ids[:n, :n]).permute(2, 0, 1)
+        return self.relative_attention_bias(self.bucket_ids[:n, :n]).permute(2, 0, 1)  # (n, n, heads) -> (heads, n, n)
 
     def forward(self, n: int) -> torch.Tensor:
         """``(heads, n, n)`` positional scores (absolute term, plus buckets for TUPE-R)."""

@@ -42,7 +42,7 @@ def _spec(item: ReportItem) -> str | None:
 
 def build(ctx: ReportContext) -> list:
     """Pages for every input whose heads can be read (others get a title-page note)."""
-    from posviz.extract.absolute import open_heads
+    from posviz.extract.registry import open_heads
 
     pages = []
     for item in ctx.items:
