@@ -35,7 +35,8 @@ def two_process_run(train_corpus, tmp_path_factory):
 @pytest.mark.slow
 def test_two_processes_write_one_run_folder(two_process_run, absolute_run):
     from posviz.models import positional_scores
-    from posviz.train.manifests import MANIFEST, checkpoint_problem
+    from posviz.read.manifests import MANIFEST, checkpoint_problem
+    from posviz.toeplitz import score
 
     out, proc = two_process_run
     assert proc.stdout.count("run         ") == 1, proc.stdout  # only the main process reports
@@ -67,7 +68,7 @@ def test_two_processes_write_one_run_folder(two_process_run, absolute_run):
     assert evals[0]["toeplitzness_ep"] == pytest.approx(single["toeplitzness_ep"], rel=1e-12)
     assert run["data_fingerprint"] == json.loads((absolute_run / "run.json").read_text())["data_fingerprint"]
     # The logged Toeplitzness is the saved checkpoint's.
-    heads = positional_scores(str(out / "checkpoint-12")).toeplitzness()
+    heads = score(positional_scores(str(out / "checkpoint-12"))).toeplitzness
     np.testing.assert_allclose(evals[-1]["toeplitzness_heads"], heads, rtol=1e-6)
     res = CliRunner().invoke(app, ["toeplitzness", str(out / "checkpoint-12"), "--format", "json", "--null-draws", "0"])
     assert res.exit_code == 0 and json.loads(res.stdout)[0]["toeplitzness"] == pytest.approx(evals[-1]["toeplitzness_ep"], rel=1e-9)
