@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import OptionError, PosvizError
-from posviz.train.log import RUN_FILE
+from posviz.read.runs import RUN_FILE
 from posviz.train.options import FIXED_OPTIONS, TrainOptions
 
 TOKENIZER_DIR = "tokenizer"
