@@ -139,8 +139,8 @@ def run_folder(out: Path, variant: Variant, seed: int) -> Path:
 def finished(run: Path, steps: int) -> bool:
     """The run's log reaches its last step, and its checkpoint of that step is complete."""
     from posviz.errors import PosvizError
+    from posviz.read.manifests import checkpoint_problem
     from posviz.train.log import load_run_log
-    from posviz.train.manifests import checkpoint_problem
 
     try:
         evaluations = load_run_log(run)["evaluations"]

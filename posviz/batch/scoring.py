@@ -190,7 +190,9 @@ def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> d
     key = make_key(*source_identity(source), settings)
     hit = cache.get(key)
     if hit is not None:
-        return {**hit, "score_cache": "hit"}
+        # The key is the weights, not the spelling: provenance comes from this source, not the one stored first.
+        provenance = {"model": source.label, "source": source.describe(), "revision": source.revision}
+        return {**hit, **provenance, "score_cache": "hit"}
     row = _compute(source, settings)
     cache.put(key, row)
     return {**row, "score_cache": "stored"}

@@ -1,5 +1,6 @@
-"""Where weights come from: a local folder or file, a model shipped in an installed
-package, the local Hugging Face cache, or the Hub.
+"""Where weights come from: a local folder or file, a ``posviz train`` run folder
+(``RUN`` or ``RUN@STEP``), a model shipped in an installed package, the local
+Hugging Face cache, or the Hub.
 
 A :class:`Source` knows its config and which weight files exist, and fetches a
 weight file only when a tensor in it is needed (:meth:`Source.fetch`). Hub ids are
@@ -19,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from posviz.errors import SourceError
+from posviz.read.runs import RunCheckpoint, run_checkpoint, run_reference
 
-SourceKind = Literal["dir", "file", "package", "hub"]
+SourceKind = Literal["dir", "file", "run", "package", "hub"]
 
 #: Weight layouts in order of preference (index files first so that only the
 #: shards holding the needed tensors are fetched).
@@ -62,17 +64,21 @@ class Source:
     spec
         What the user asked for (path or hub id).
     kind
-        ``dir``, ``file``, ``package`` or ``hub``.
+        ``dir``, ``file``, ``run`` (a checkpoint of a ``posviz train`` run), ``package`` or ``hub``.
     root
-        Folder holding the files (for ``hub``: the cache snapshot folder).
+        Folder holding the files (for ``hub``: the cache snapshot folder; for ``run``:
+        the run's ``checkpoint-N`` folder).
     files
         Weight files available (names relative to ``root``), best layout first.
     config
         Parsed ``config.json`` (empty when a bare weight file has none beside it).
     revision
-        Commit hash for hub models, package version for packaged models.
+        Commit hash for hub models, package version for packaged models,
+        ``checkpoint-N`` for runs.
     repo_id
         Hub repository id, when known.
+    run
+        For ``run``: the run folder and the checkpoint chosen (:class:`~posviz.read.runs.RunCheckpoint`).
     """
 
     spec: str
@@ -82,6 +88,7 @@ class Source:
     config: dict[str, Any]
     revision: str | None = None
     repo_id: str | None = None
+    run: RunCheckpoint | None = None
     _fetched: dict[str, Path] = field(default_factory=dict, repr=False)
 
     @property
@@ -97,6 +104,8 @@ class Source:
             return f"hub {self.repo_id}@{self.revision or 'unknown'}"
         if self.kind == "package":
             return f"package {self.revision}"
+        if self.run is not None:
+            return self.run.describe()
         return f"path {self.root / self.files[0] if self.kind == 'file' else self.root}"
 
     def fetch(self, filename: str) -> Path:
@@ -136,7 +145,8 @@ def _from_folder(spec: str, folder: Path, kind: SourceKind, revision: str | None
     if not cfg_path.is_file():
         raise SourceError(
             f"{spec}: no config.json in {folder}",
-            "pass a Hugging Face model folder (config.json plus weights) or a single .safetensors/.bin file",
+            "pass a Hugging Face model folder (config.json plus weights), a single .safetensors/.bin file "
+            "or a posviz train run folder",
         )
     files = _local_weight_files(folder)
     if not files:
@@ -153,6 +163,13 @@ def _from_file(spec: str, path: Path) -> Source:
     cfg_path = path.parent / "config.json"
     cfg = _read_config(cfg_path, spec) if cfg_path.is_file() else {}
     return Source(spec, "file", path.parent, [path.name], cfg)
+
+
+def _from_run(spec: str, run: Path, step: str | None) -> Source:
+    chosen = run_checkpoint(run, step, spec=spec)
+    source = _from_folder(spec, chosen.folder, "run", chosen.folder.name)
+    source.run = chosen
+    return source
 
 
 def packaged_model_path(repo_id: str) -> tuple[Path, str] | None:
@@ -180,8 +197,8 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
 def looks_like_hub_id(spec: str) -> bool:
-    """True for ``name`` or ``org/name`` (optionally ``@revision``)."""
-    return bool(_HUB_ID.match(spec.split("@", 1)[0])) and ".." not in spec
+    """True for ``name`` or ``org/name`` (optionally ``@revision``), unless it names a local run (``RUN@STEP``)."""
+    return bool(_HUB_ID.match(spec.split("@", 1)[0])) and ".." not in spec and run_reference(spec) is None
 
 
 def hf_cache_dir() -> str:
@@ -324,21 +341,28 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
 def resolve_source(spec: str | os.PathLike) -> Source:
     """Locate a model from a path or a hub id.
 
-    Order: an existing local path; a copy shipped in an installed package; the
-    local Hugging Face cache; the Hub (``config.json`` only at this point).
+    Order: a ``posviz train`` run folder (``RUN``: its newest complete checkpoint;
+    ``RUN@STEP``: the checkpoint of step ``STEP``; see :mod:`posviz.read.runs`); an
+    existing local path; a copy shipped in an installed package; the local Hugging
+    Face cache; the Hub (``config.json`` only at this point).
 
     Parameters
     ----------
     spec
-        A model folder, a ``.safetensors``/``.bin`` file, or a hub id
-        (``org/name``, optionally ``org/name@revision``).
+        A model folder, a ``.safetensors``/``.bin`` file, a run folder (``RUN`` or
+        ``RUN@STEP``), or a hub id (``org/name``, optionally ``org/name@revision``).
+        An existing local folder followed by ``@`` and digits is always a run step.
 
     Raises
     ------
     SourceError
-        If the path does not exist and the hub id cannot be resolved.
+        If the path does not exist and the hub id cannot be resolved; for a run
+        with no complete checkpoint, or a step it did not keep.
     """
     text = str(spec)
+    run = run_reference(text)
+    if run is not None:
+        return _from_run(text, *run)
     path = Path(text).expanduser()
     if path.exists():
         if path.is_dir():

@@ -60,14 +60,14 @@ class RunInfo:
 
 def is_run_folder(spec: str | os.PathLike) -> bool:
     """True when ``spec`` is a folder with a ``posviz train`` log."""
-    from posviz.train.log import LOG_JSON
+    from posviz.read.runs import LOG_JSON
 
     return os.path.isfile(os.path.join(os.fspath(spec), LOG_JSON))
 
 
 def final_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     """The newest ``checkpoint-N`` that ``posviz train`` finished writing (it has a manifest), else ``None``."""
-    from posviz.train.manifests import MANIFEST, checkpoints
+    from posviz.read.manifests import MANIFEST, checkpoints
 
     for folder in checkpoints(run_dir):
         if (folder / MANIFEST).is_file():
@@ -98,7 +98,8 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     PosvizError
         A run folder whose log is unreadable or has no evaluation yet.
     """
-    from posviz.train.log import LOG_JSON, RUN_FILE, load_run_log
+    from posviz.read.runs import LOG_JSON, RUN_FILE
+    from posviz.train.log import load_run_log
 
     if not is_run_folder(spec):
         if os.path.isfile(os.path.join(spec, RUN_FILE)):

@@ -19,7 +19,8 @@ a run (see ARCHITECTURE.md):
 * :mod:`~posviz.train.loop`: :func:`train`, the run top to bottom;
 * :mod:`~posviz.train.result`: :class:`TrainResult` and the summary;
 * :mod:`~posviz.train.log`: ``trajectory.json``/``.csv`` (no torch: plots read runs cheaply);
-* :mod:`~posviz.train.manifests`: checkpoint integrity, choosing where to resume.
+* :mod:`~posviz.train.resume`: choosing where to resume (the newest complete checkpoint;
+  manifests and their checks are in :mod:`posviz.read.manifests`).
 """
 
 from __future__ import annotations

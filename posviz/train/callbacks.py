@@ -7,7 +7,7 @@
 * :func:`make_callbacks`: Trainer callbacks that add those fields to each
   evaluation and rewrite ``trajectory.csv``/``.json`` (:mod:`posviz.train.log`),
   write a checksummed manifest after each checkpoint
-  (:mod:`posviz.train.manifests`), and feed a progress display.
+  (:mod:`posviz.read.manifests`), and feed a progress display.
 
 See ARCHITECTURE.md.
 """
@@ -116,7 +116,7 @@ def make_callbacks(run_dir: Path, run_info: dict[str, Any], on_update: Callable[
         """Marks a checkpoint complete once Trainer has written all of it."""
 
         def on_save(self, args, state, control, **kwargs):
-            from posviz.train.manifests import write_manifest
+            from posviz.read.manifests import write_manifest
             from posviz.train.processes import barrier
 
             barrier(args)  # every process has written its rng_state_<rank>.pth into the checkpoint

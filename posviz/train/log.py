@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from posviz.errors import PosvizError
+from posviz.read.runs import LOG_JSON
 
-LOG_JSON = "trajectory.json"
 LOG_CSV = "trajectory.csv"
-RUN_FILE = "run.json"
 
 #: Keys copied from a Trainer evaluation entry into a record.
 _POSVIZ_KEYS = (

@@ -53,11 +53,11 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from posviz.models import PosvizForMaskedLM
+    from posviz.read.manifests import checkpoint_step
     from posviz.train import run_folder as folder
     from posviz.train.callbacks import argmax_logits, make_callbacks, masked_accuracy
     from posviz.train.collate import MlmCollator
     from posviz.train.data import prepare_run_data
-    from posviz.train.manifests import checkpoint_step
     from posviz.train.options import model_config, precision_flags, training_arguments
     from posviz.train.processes import decided_by_main, main_first
 

@@ -67,8 +67,8 @@ def finished_run(options: TrainOptions, trainer: Any, data: RunData, *, checkpoi
     seconds, parameters, device
         Training time, model size, device and precision in words.
     """
+    from posviz.read.manifests import checkpoint_step
     from posviz.train.log import evaluation_records
-    from posviz.train.manifests import checkpoint_step
 
     step = trainer.state.global_step
     return TrainResult(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import OptionError, PosvizError
-from posviz.train.log import RUN_FILE
+from posviz.read.runs import RUN_FILE
 from posviz.train.options import FIXED_OPTIONS, TrainOptions
 
 TOKENIZER_DIR = "tokenizer"
@@ -53,7 +53,7 @@ def check_run_folder(options: TrainOptions, resume: bool) -> Path | None:
     Returns
     -------
     Path or None
-        The newest complete checkpoint to resume from (:func:`posviz.train.manifests.resume_checkpoint`);
+        The newest complete checkpoint to resume from (:func:`posviz.train.resume.resume_checkpoint`);
         ``None``: train from scratch.
 
     Raises
@@ -62,7 +62,8 @@ def check_run_folder(options: TrainOptions, resume: bool) -> Path | None:
         A new run into a non-empty folder; ``--resume`` without a run, or changing
         one of :data:`~posviz.train.options.FIXED_OPTIONS`.
     """
-    from posviz.train.manifests import checkpoints, resume_checkpoint
+    from posviz.read.manifests import checkpoints
+    from posviz.train.resume import resume_checkpoint
 
     out = options.out
     run_file = out / RUN_FILE
@@ -132,7 +133,7 @@ def start_run_folder(out: Path, run_info: dict[str, Any], tokenizer: Any) -> Non
 
 def write_failure(out: Path, err: OSError, step: int) -> str:
     """One sentence for a run stopped by a failed write: what happened and where to resume from."""
-    from posviz.train.manifests import checkpoint_problem, checkpoints
+    from posviz.read.manifests import checkpoint_problem, checkpoints
 
     intact = next((c for c in checkpoints(out) if checkpoint_problem(c) is None), None)
     where = f"the last complete checkpoint is {intact.name}" if intact else "no checkpoint was completed"

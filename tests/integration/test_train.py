@@ -210,7 +210,7 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(corpus, tmp_path, 
 
     from transformers import PreTrainedModel
 
-    from posviz.train.manifests import checkpoint_problem
+    from posviz.read.manifests import checkpoint_problem
 
     out = tmp_path / "full"
     args = ["--scheme", "absolute", "--corpus", str(corpus), "--steps", "18", "--save-every", "6", "--eval-every", "6",

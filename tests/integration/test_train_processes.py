@@ -36,7 +36,7 @@ def two_process_run(train_corpus, tmp_path_factory):
 @pytest.mark.slow
 def test_two_processes_write_one_run_folder(two_process_run, absolute_run):
     from posviz.models import positional_scores
-    from posviz.train.manifests import MANIFEST, checkpoint_problem
+    from posviz.read.manifests import MANIFEST, checkpoint_problem
 
     out, proc = two_process_run
     assert proc.stdout.count("run         ") == 1, proc.stdout  # only the main process reports

@@ -1,12 +1,12 @@
-"""Checkpoint integrity for ``posviz train``: manifests, verification, choosing where to resume.
+"""Checkpoint manifests of ``posviz train``: writing one, verifying one, listing a run's checkpoints.
 
 ``Trainer`` writes ``checkpoint-N/`` file by file, so a process killed (or a disk
 filling up) while saving leaves a partial folder. After a save completes, posviz
 writes ``checkpoint-N/posviz-manifest.json`` (atomically) listing every file with
 its size and SHA-256. A checkpoint counts as complete only if its manifest exists
-and every file matches it. ``--resume`` takes the newest complete checkpoint;
-newer incomplete or corrupt ones are moved to ``RUN/corrupt/`` (kept, never
-deleted) with a warning, so training loses at most one checkpoint interval.
+and every file matches it (:func:`checkpoint_problem`). Training resumes from the
+newest complete checkpoint (:mod:`posviz.train.resume`), and a run folder given as
+``MODEL`` means its newest complete checkpoint (:mod:`posviz.read.runs`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import warnings
 from pathlib import Path
 
 MANIFEST = "posviz-manifest.json"
@@ -46,7 +44,7 @@ def write_manifest(checkpoint: str | Path) -> Path:
 
 
 def checkpoint_problem(checkpoint: str | Path) -> str | None:
-    """Why ``checkpoint`` cannot be resumed from, or ``None`` if it is complete and intact."""
+    """Why ``checkpoint`` is not complete and intact, or ``None`` if it is."""
     folder = Path(checkpoint)
     try:
         files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
@@ -77,34 +75,3 @@ def checkpoint_step(checkpoint: str | Path) -> int:
     if m is None:
         raise ValueError(f"not a checkpoint folder: {checkpoint}")
     return int(m.group(1))
-
-
-def _set_aside(folder: Path) -> Path:
-    dest_dir = folder.parent / "corrupt"
-    dest_dir.mkdir(exist_ok=True)
-    dest = dest_dir / folder.name
-    k = 1
-    while dest.exists():
-        dest = dest_dir / f"{folder.name}.{k}"
-        k += 1
-    shutil.move(str(folder), str(dest))
-    return dest
-
-
-def resume_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run (``None`` if there is none).
-
-    Newer checkpoints that fail :func:`checkpoint_problem` are moved to
-    ``run_dir/corrupt/`` with a warning naming the problem and the fallback.
-    """
-    for folder in checkpoints(run_dir):
-        problem = checkpoint_problem(folder)
-        if problem is None:
-            return folder
-        moved = _set_aside(folder)
-        warnings.warn(
-            f"{folder.name} cannot be resumed from: {problem}; moved it to {moved.parent.name}/{moved.name} "
-            "and falling back to the previous checkpoint",
-            stacklevel=2,
-        )
-    return None
