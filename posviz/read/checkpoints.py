@@ -24,7 +24,6 @@ from posviz.read.families import suffix_matches
 from posviz.read.sources import Source
 
 
-
 class _SafetensorsFile:
     """One safetensors file opened lazily, with clean errors for corrupt files."""
 
