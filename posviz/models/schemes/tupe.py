@@ -8,7 +8,8 @@ to its content logits (which are also scaled by ``1/sqrt(2 d_h)``). ``U_Q``, ``U
 are biased projections shared by all layers, so the term is computed once per
 forward. [CLS] is untied: row 0 ([CLS] attending to others) and column 0 (others
 attending to [CLS]) are replaced by one value per head, each the score of an extra
-position vector with itself. TUPE-R adds a per-head T5 bucket bias ``b[bucket(j -
+position vector with itself. (The paper's theta_1 and theta_2 are free scalars per
+head; posviz, like the authors' code, derives them from these two vectors.) TUPE-R adds a per-head T5 bucket bias ``b[bucket(j -
 i)]`` (bidirectional), shared across layers, with two more buckets for
 [CLS]→others and others→[CLS].
 
@@ -45,7 +46,7 @@ class TupeScores(nn.Module):
     relative
         Add the TUPE-R bucket bias.
     num_buckets, max_distance
-        T5 bucket settings for TUPE-R (32 and 128 in the paper).
+        T5 bucket settings for TUPE-R (32 and 128, bidirectional, as in the TUPE authors' code).
     """
 
     def __init__(

@@ -208,7 +208,8 @@ def methods(ctx: ReportContext) -> list[Block]:
         Block(
             "ALBERT v1 → v2: Toeplitzness and performance",
             (
-                "The figure reproduces Figure 2 of Wennberg & Henter (2021): the Toeplitzness of P = E_P E_Pᵀ of the eight "
+                "The figure redraws the analogue of Figure 2 of Wennberg & Henter (2021), with posviz's own Toeplitzness "
+                "(the paper does not define its score): the Toeplitzness of P = E_P E_Pᵀ of the eight "
                 "ALBERT checkpoints (Lan et al., 2020; base, large, xlarge and xxlarge, v1 and v2; E_P is 512 × 128 in "
                 "all) against their benchmark results, one arrow from v1 to v2 per size. v2 differs from v1 by no "
                 "dropout, more data and longer training; the paper reads the arrows as translation invariance growing "

@@ -154,7 +154,8 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "position–word and position–position terms (Ke, He & Liu, 2021, who untie the last one in TUPE). "
                 "P = E Eᵀ is the position–position similarity of the position table itself, before any query/key "
                 "projection. Wennberg & Henter (2021) measure how translation-invariant (Toeplitz) P is and relate "
-                "it to benchmark results; this report follows their definitions.",
+                "it to benchmark results. Their paper does not define its degree of Toeplitzness nor say how its per-head "
+                "maps were extracted: the definitions below are posviz's own, stated exactly.",
             ),
         ),
         Block(
