@@ -181,8 +181,9 @@ def methods(ctx: ReportContext) -> list[Block]:
             (
                 "The full variant sums over all n² entries; the off-diagonal variant leaves the main diagonal (k = 0) "
                 "out of both sums. R² = 1 means exactly translation-invariant. A constant P scores 1.",
-                "P is never built: the diagonal sums of E Eᵀ are sums of column autocorrelations (FFT, O(n·d·log n)), "
-                "ΣP² = ‖EᵀE‖² (Frobenius norm) and ΣP = ‖Σᵢ eᵢ‖².",
+                "Above 2048 positions P is never built: the diagonal sums of E Eᵀ are sums of column autocorrelations "
+                "(FFT, O(n·d·log n)), ΣP² = ‖EᵀE‖² (Frobenius norm) and ΣP = ‖Σᵢ eᵢ‖². Up to 2048 positions P "
+                "(at most 32 MiB) is built and summed directly, which is exact and faster.",
             ),
         ),
         Block(
