@@ -13,8 +13,9 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from posviz.util.lazy import lazy_exports
 
 _EXPORTS = {
     "load_position_embeddings": "posviz.read.embeddings",
@@ -53,16 +54,14 @@ def _version() -> str:
         return "0.0.0+unknown"
 
 
+_lazy_getattr, _ = lazy_exports(__name__, _EXPORTS)
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'posviz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _lazy_getattr(name)
 
 
 def __dir__() -> list[str]:

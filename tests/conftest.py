@@ -68,6 +68,18 @@ from tests.albert_planted import hub_id, plant_all  # noqa: E402
 from tests.checkpoint_factory import build_tiny_checkpoint, populate_hf_cache  # noqa: E402
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for a module's tests: on a shared 2-core machine, spinning thread pools make tiny
+    models 10x slower. Use with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """Factory ``make(model_type, **kwargs) -> folder`` memoised per session."""

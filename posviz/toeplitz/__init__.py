@@ -15,8 +15,7 @@ The public names below are imported lazily, on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from posviz.util.lazy import lazy_exports
 
 _EXPORTS = {
     "toeplitzness": "posviz.toeplitz.engine",
@@ -55,14 +54,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'posviz.toeplitz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -25,7 +25,9 @@ a run (see ARCHITECTURE.md):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from posviz.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from posviz.train.loop import train
@@ -34,13 +36,5 @@ if TYPE_CHECKING:
 
 __all__ = ["TrainOptions", "TrainResult", "train"]
 
-_HOMES = {"train": "posviz.train.loop", "TrainOptions": "posviz.train.options", "TrainResult": "posviz.train.result"}
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy (PEP 562): `import posviz.train` stays cheap; torch and transformers load with a run.
-    if name in _HOMES:
-        import importlib
-
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Lazy: `import posviz.train` stays cheap; torch and transformers load with a run.
+__getattr__, __dir__ = lazy_exports(__name__, {"train": "posviz.train.loop", "TrainOptions": "posviz.train.options", "TrainResult": "posviz.train.result"})

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "albert_v1_v2.py"
 
 
@@ -24,14 +26,6 @@ def script():
     del sys.modules[spec.name]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.slow

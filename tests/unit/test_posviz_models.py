@@ -9,15 +9,7 @@ import torch
 from posviz.models import SCHEMES, PosvizAlbertConfig, PosvizForMaskedLM, positional_scores
 from posviz.toeplitz import toeplitzness
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, spinning thread pools make tiny models 10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = dict(vocab_size=61, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
             intermediate_size=48, max_position_embeddings=20)
