@@ -66,13 +66,14 @@ def is_run_folder(spec: str | os.PathLike) -> bool:
 
 
 def final_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest ``checkpoint-N`` that ``posviz train`` finished writing (it has a manifest), else ``None``."""
-    from posviz.read.manifests import MANIFEST, checkpoints
+    """The newest ``checkpoint-N`` whose manifest verifies (as ``posviz heatmap RUN`` reads it), else ``None``."""
+    from posviz.errors import SourceError
+    from posviz.read.runs import run_checkpoint
 
-    for folder in checkpoints(run_dir):
-        if (folder / MANIFEST).is_file():
-            return folder
-    return None
+    try:
+        return run_checkpoint(run_dir).folder
+    except SourceError:  # no complete checkpoint: the report says so on the run's pages
+        return None
 
 
 def load_run(spec: str, options: ReportOptions) -> ReportItem | None:

@@ -94,6 +94,19 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_complete_one(run_c
     assert scores("toeplitzness", str(run_copy))[0]["revision"] == "checkpoint-6"
 
 
+
+def test_report_reads_the_same_checkpoint_of_a_run_as_the_other_commands(run_copy):
+    from posviz.report.runs import final_checkpoint
+
+    assert final_checkpoint(run_copy) == run_copy / "checkpoint-12"
+    with open(run_copy / "checkpoint-12" / "model.safetensors", "r+b") as fh:
+        fh.truncate(1000)  # corrupt, though its manifest is there
+    with pytest.warns(UserWarning, match="skipping checkpoint-12"):
+        assert final_checkpoint(run_copy) == run_copy / "checkpoint-6"
+    for c in ("checkpoint-6", "checkpoint-12"):
+        (run_copy / c / "posviz-manifest.json").unlink()
+    assert final_checkpoint(run_copy) is None  # no complete checkpoint: the report says so on the run's pages
+
 def test_heatmap_and_heads_take_a_run(absolute_run, tmp_path):
     res = cli("heatmap", str(absolute_run), "-o", str(tmp_path / "x.png"))
     assert res.exit_code == 0, res.output
