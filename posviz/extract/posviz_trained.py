@@ -74,7 +74,7 @@ def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedH
     def plan(layer: int):
         from posviz.models.position_terms import positional_scores
 
-        stack = positional_scores(source.spec, layer=layer, n=n, convention=options.ln)
+        stack = positional_scores(source, layer=layer, n=n, convention=options.ln)  # resolved once for all layers
         return ("shared" if stack.meta.get("shared_across_layers") else layer), (lambda: stack), _conventions(stack)
 
     scheme = f"posviz model, position_scheme {config.get('position_scheme', 'absolute')!r}"

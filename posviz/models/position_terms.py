@@ -59,13 +59,13 @@ def _from_model(model) -> _Weights:
     return _Weights(model.config, get, label, f"model {type(model).__name__}")
 
 
-def _from_checkpoint(spec: str) -> _Weights:
+def _from_checkpoint(spec) -> _Weights:
     from posviz.errors import CheckpointError
     from posviz.models.configuration_posviz import PosvizAlbertConfig
     from posviz.read.checkpoints import Checkpoint
-    from posviz.read.sources import resolve_source
+    from posviz.read.sources import Source, resolve_source
 
-    source = resolve_source(spec)
+    source = spec if isinstance(spec, Source) else resolve_source(spec)
     if source.config.get("model_type") != PosvizAlbertConfig.model_type:
         raise UnsupportedModelError(
             f"{source.label}: model_type {source.config.get('model_type')!r} is not {PosvizAlbertConfig.model_type!r}",
@@ -85,6 +85,10 @@ def _from_checkpoint(spec: str) -> _Weights:
 
 
 def _weights(model) -> _Weights:
+    from posviz.read.sources import Source
+
+    if isinstance(model, Source):  # already resolved: a run stays pinned to the checkpoint chosen once
+        return _from_checkpoint(model)
     if isinstance(model, (str, os.PathLike)):
         return _from_checkpoint(os.fspath(model))
     return _from_model(model)
@@ -131,7 +135,8 @@ def positional_scores(
     ----------
     model
         A :class:`~posviz.models.PosvizForMaskedLM`/:class:`~posviz.models.PosvizModel`,
-        or a checkpoint (folder such as ``RUN/checkpoint-N``, weight file, hub id).
+        a checkpoint (folder such as ``RUN/checkpoint-N``, weight file, hub id), or an already
+        resolved :class:`~posviz.read.sources.Source` (used as is, so a run is read at one checkpoint).
     layer
         Layer index (matters for unshared TISA and for absolute schemes).
     n

@@ -107,6 +107,17 @@ def test_report_reads_the_same_checkpoint_of_a_run_as_the_other_commands(run_cop
         (run_copy / c / "posviz-manifest.json").unlink()
     assert final_checkpoint(run_copy) is None  # no complete checkpoint: the report says so on the run's pages
 
+
+def test_heads_of_a_run_pick_its_checkpoint_once_for_all_layers(absolute_run, monkeypatch):
+    from posviz.read import sources
+
+    calls = []
+    real = sources.run_checkpoint
+    monkeypatch.setattr(sources, "run_checkpoint", lambda *a, **k: calls.append(a) or real(*a, **k))
+    rows = scores("heads", str(absolute_run), "--layers", "all")
+    assert len({r["layer"] for r in rows}) > 1  # several layers were read...
+    assert len(calls) == 1  # ...from the one checkpoint chosen once (a checkpoint saved meanwhile cannot mix in)
+
 def test_heatmap_and_heads_take_a_run(absolute_run, tmp_path):
     res = cli("heatmap", str(absolute_run), "-o", str(tmp_path / "x.png"))
     assert res.exit_code == 0, res.output
