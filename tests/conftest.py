@@ -58,6 +58,9 @@ def _hermetic_environment() -> Path:
 # At import, not in a hook: this file is imported before pytest_configure, before any test
 # module, and before the helpers below import anything heavy.
 HERMETIC_HOME = _hermetic_environment()
+# huggingface_hub reads its folders once, when first imported; import it now so that they are the
+# session's, not those of whichever test happens to import it first with a patched HF_HOME.
+import huggingface_hub.constants  # noqa: E402,F401
 
 
 def pytest_unconfigure(config):
@@ -208,7 +211,6 @@ def online(tmp_path, monkeypatch):
     huggingface_hub reads ``HF_HUB_OFFLINE`` once, at import, so the environment
     variable alone cannot switch an already-imported hub client back online.
     """
-    import huggingface_hub.constants
 
     from posviz.read import sources
 

@@ -137,7 +137,9 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "give their own per-head matrix: T5's bucket bias, ALiBi's −m_h|j − i|, RoPE's content-free kernel "
                 "Σ_i cos(kθ_i), TISA's f(k), TUPE's untied positional term. Each head map is A_h with query position i down "
                 "and key position j across; f̂(k) is the mean of A_h along offset k = j − i. The null of a head is the exact "
-                "mean of its Toeplitzness over all row permutations of E_P (closed form), so it has no sampling noise.",
+                "mean of its Toeplitzness over all row permutations of E_P (closed form), so it has no sampling noise. "
+                "The TISA paper's Figure 8 shows such maps without saying how they were extracted: these conventions are "
+                "posviz's own.",
             ),
         )
     ]

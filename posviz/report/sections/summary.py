@@ -154,8 +154,7 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "position–word and position–position terms (Ke, He & Liu, 2021, who untie the last one in TUPE). "
                 "P = E Eᵀ is the position–position similarity of the position table itself, before any query/key "
                 "projection. Wennberg & Henter (2021) measure how translation-invariant (Toeplitz) P is and relate "
-                "it to benchmark results. Their paper does not define its degree of Toeplitzness nor say how its per-head "
-                "maps were extracted: the definitions below are posviz's own, stated exactly.",
+                "it to benchmark results; the paper does not define its score, so the definitions below are posviz's own.",
             ),
         ),
         Block(
@@ -181,9 +180,8 @@ def methods(ctx: ReportContext) -> list[Block]:
             (
                 "The full variant sums over all n² entries; the off-diagonal variant leaves the main diagonal (k = 0) "
                 "out of both sums. R² = 1 means exactly translation-invariant. A constant P scores 1.",
-                "Above 2048 positions P is never built: the diagonal sums of E Eᵀ are sums of column autocorrelations "
-                "(FFT, O(n·d·log n)), ΣP² = ‖EᵀE‖² (Frobenius norm) and ΣP = ‖Σᵢ eᵢ‖². Up to 2048 positions P "
-                "(at most 32 MiB) is built and summed directly, which is exact and faster.",
+                "Beyond 2048 positions P is never built: the diagonal sums of E Eᵀ are sums of column autocorrelations "
+                "(FFT, O(n·d·log n)), ΣP² = ‖EᵀE‖² and ΣP = ‖Σᵢ eᵢ‖².",
             ),
         ),
         Block(
