@@ -48,8 +48,18 @@ class SeriesPoint:
 def step_from_name(name: str) -> int | None:
     """The step a hub id's name carries (``step_20k`` → 20000, ``step_0`` → 0), or ``None``.
 
-    Only the repository name is read (not the organisation nor a ``@revision``).
+    Only the repository name is read (not the organisation nor a ``@revision``). A
+    local ``checkpoint-N`` folder carries ``N``.
     """
+    from pathlib import Path
+
+    from posviz.read.manifests import checkpoint_step
+
+    if Path(name).expanduser().is_dir():
+        try:
+            return checkpoint_step(Path(name).expanduser())
+        except ValueError:
+            pass
     repo = name.partition("@")[0].rsplit("/", 1)[-1]
     found = _STEP_IN_NAME.findall(repo)
     if not found:
@@ -62,6 +72,16 @@ def series_name(name: str) -> str:
     """A hub id without its step: ``google/multiberts-seed_0-step_20k`` → ``google/multiberts-seed_0``."""
     org, slash, repo = name.partition("@")[0].rpartition("/")
     return org + slash + _STEP_PART.sub("", repo)
+
+
+def _series_of(spec: str) -> str:
+    """A ``checkpoint-N`` folder belongs to its run folder; a hub id to its name without the step."""
+    from pathlib import Path
+
+    path = Path(spec).expanduser()
+    if path.is_dir() and path.name.startswith("checkpoint-"):
+        return str(Path(spec.rstrip("/\\")).parent)
+    return series_name(spec)
 
 
 def _run_points(run: str) -> list[SeriesPoint]:
@@ -122,7 +142,7 @@ def series_points(sources: Sequence[str], steps: Sequence[int] | None = None) ->
     points = [p for r in runs for p in _run_points(r)]
     for i, s in enumerate(ids):
         step = steps[i] if steps is not None else step_from_name(s)
-        points.append(SeriesPoint(s, series_name(s), int(step)))
+        points.append(SeriesPoint(s, _series_of(s), int(step)))
     return sorted(points, key=lambda p: (p.step, p.series))
 
 

@@ -119,6 +119,17 @@ def test_run_folder_rows_and_last_equals_toeplitzness(absolute_run):
         assert rows[-1][key] == expected[key], key
 
 
+def test_checkpoint_folders_take_their_step(absolute_run):
+    given = [str(absolute_run / "checkpoint-12"), str(absolute_run / "checkpoint-6")]
+    res = cli("trajectory", *given, "--format", "json", "--no-cache", "--null-draws", "0")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["step"] for r in rows] == [6, 12]
+    assert {r["series"] for r in rows} == {str(absolute_run)}
+    whole = json.loads(cli("trajectory", str(absolute_run), "--format", "json", "--no-cache", "--null-draws", "0").stdout)
+    assert [r["toeplitzness_offdiag"] for r in rows] == [r["toeplitzness_offdiag"] for r in whole]
+
+
 def _fails(res, *fragments: str):
     assert res.exit_code == 2, res.output
     lines = [line for line in res.output.splitlines() if line.startswith("error:")]
