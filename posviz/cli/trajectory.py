@@ -1,0 +1,115 @@
+"""``posviz trajectory``: Toeplitzness of E_P along a checkpoint series, with the null band."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Normalize, OutputFormat
+from posviz.util.tables import emit, to_csv, to_json
+
+TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
+COLUMNS = (("step", "step"), ("toeplitzness", "R² full"), ("null_mean", "null"), ("excess", "excess"),
+           ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"), ("excess_offdiag", "excess offdiag"))
+
+
+def _outputs(paths: list[Path] | None, plot: Path | None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Split ``-o`` paths (and ``--plot``) into figures and text files, validating each before any work."""
+    from posviz.plots.common import FIGURE_EXTENSIONS
+    from posviz.util.atomic import check_output_path
+
+    figures, texts = [], []
+    for p in [*(paths or []), *([plot] if plot is not None else [])]:
+        check_output_path(p, FIGURE_EXTENSIONS if p is plot else (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
+        if p.suffix.lower() in TEXT_EXTENSIONS:
+            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
+        else:
+            figures.append(p)
+    return figures, texts
+
+
+def _parse_steps(text: str | None) -> list[int] | None:
+    from posviz.errors import OptionError
+
+    if text is None:
+        return None
+    try:
+        steps = [int(s.strip().lower().removesuffix("k")) * (1000 if s.strip().lower().endswith("k") else 1)
+                 for s in text.split(",")]
+    except ValueError:
+        raise OptionError(f"--steps {text}: give whole numbers separated by commas (20k means 20000)") from None
+    if any(s < 0 for s in steps):
+        raise OptionError(f"--steps {text}: steps cannot be negative")
+    return steps
+
+
+def trajectory_table(rows: list[dict]) -> str:
+    """A plain text table: one line per checkpoint, grouped by series."""
+    from posviz.util.format import score
+
+    out = []
+    for series in dict.fromkeys(r["series"] for r in rows):
+        out.append(series)
+        out.append("  " + "  ".join(f"{label:>14}" for _, label in COLUMNS))
+        for r in (r for r in rows if r["series"] == series):
+            cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in COLUMNS]
+            out.append("  " + "  ".join(f"{c:>14}" for c in cells))
+    out.append("R²: Toeplitzness of P = E_P E_Pᵀ; null: exact mean over row permutations of E_P; excess = (R² − null)/(1 − null).")
+    return "\n".join(out) + "\n"
+
+
+def command(
+    sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint) and/or hub ids whose name carries the step (org/name-step_20k).", show_default=False)],
+    steps: Annotated[str | None, typer.Option("--steps", metavar="S1,S2,...", help="Steps of the ids, one per id in order (for names without a step; 20k = 20000).")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the rows on stdout.")] = OutputFormat.table,
+    output: Annotated[list[Path] | None, typer.Option("--output", "-o", help="Rows (.txt/.csv/.json) and/or the figure (.png/.pdf/.svg); repeatable.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the figure here (.png/.pdf/.svg).")] = None,
+    band: Annotated[bool, typer.Option("--band", help="In the figure: mean ± sd over series at their common steps.")] = False,
+    null_draws: Annotated[int, typer.Option("--null-draws", min=0, help=HELP_NULL_DRAWS)] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for the null baseline.")] = 0,
+    normalize: Annotated[Normalize, typer.Option("--normalize", help="none: E Eᵀ; cosine: unit rows; center: column means removed.")] = Normalize.none,
+    positions: Annotated[str | None, typer.Option("--positions", help=HELP_POSITIONS)] = None,
+    table: Annotated[str | None, typer.Option("--table", help=HELP_TABLE)] = None,
+    allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
+    dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+) -> None:
+    """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
+
+    Rows have the fields of `posviz toeplitzness --format json` plus series and step.
+    Examples: posviz trajectory runs/abs --plot abs.png;
+    posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv
+    """
+    from posviz.batch.cache import ScoreCache, ScoreSettings
+    from posviz.compare.series import series_points, series_rows
+
+    figures, texts = _outputs(output, plot)
+    points = series_points(sources, _parse_steps(steps))
+    settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
+    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
+    if missing:
+        import warnings
+
+        warnings.warn(f"left out (cannot be had offline): {', '.join(missing)}", stacklevel=1)
+    hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
+    if hits:
+        typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
+
+    def render(kind: str) -> str:
+        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else trajectory_table(rows)
+
+    for path, kind in texts:
+        emit(render(kind), path)
+        typer.echo(f"wrote {path}", err=True)
+    if figures:
+        from posviz.plots.common import save_figure
+        from posviz.plots.trajectory import plot_trajectory
+
+        fig = plot_trajectory(rows, band=band)
+        for path in figures:
+            save_figure(fig, path, dpi=dpi)
+            typer.echo(f"wrote {path}", err=True)
+    if not texts:
+        emit(render(fmt.value), None)

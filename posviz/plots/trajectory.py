@@ -1,0 +1,73 @@
+"""Toeplitzness of E_P against training step, one line per series, with the null band (``posviz trajectory``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+#: The two panels: (R² field, null-mean field, null-sd field, y label).
+PANELS = (
+    ("toeplitzness", "null_mean", "null_std", "Toeplitzness R² of P = E_P E_Pᵀ (full)"),
+    ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness R² of P = E_P E_Pᵀ (off-diagonal)"),
+)
+
+
+def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["step"]):
+        out.setdefault(r["series"], []).append(r)
+    return out
+
+
+def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None):
+    """Two panels (full and off-diagonal R²) against step: each series with its null mean ± sd as a band.
+
+    Parameters
+    ----------
+    rows
+        Rows of :func:`posviz.compare.series.series_rows`.
+    band
+        Also draw the mean ± sd over series at the steps every series has.
+    title
+        Figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    from posviz.compare.series import series_band
+    from posviz.plots.common import new_figure
+
+    fig = new_figure(11, 4.4)
+    axes = fig.subplots(1, 2, sharex=True)
+    groups = _by_series(rows)
+    steps = np.array([r["step"] for r in rows], dtype=float)
+    positive = steps[steps > 0]
+    log_x = positive.size > 0 and positive.max() / positive.min() >= 100
+    for ax, (field, null_field, sd_field, ylabel) in zip(axes, PANELS, strict=True):
+        for i, (name, rs) in enumerate(groups.items()):
+            color = f"C{i % 10}"
+            x = np.array([r["step"] for r in rs], dtype=float)
+            y = np.array([r[field] for r in rs], dtype=float)
+            null = np.array([r.get(null_field, np.nan) for r in rs], dtype=float)
+            sd = np.array([r.get(sd_field) or 0.0 for r in rs], dtype=float)
+            ax.plot(x, y, "o-", color=color, lw=1.4, ms=3.5, label=name, alpha=0.5 if band else 1.0)
+            ax.plot(x, null, ":", color=color, lw=1)
+            ax.fill_between(x, null - sd, null + sd, color=color, alpha=0.12, lw=0)
+        if band and len(groups) > 1:
+            stats = series_band(rows, field)
+            if stats:
+                bx, mean, sdv = (np.array(v, dtype=float) for v in list(zip(*stats, strict=True))[:3])
+                ax.plot(bx, mean, "-", color="black", lw=2, label=f"mean over {len(groups)} series")
+                ax.fill_between(bx, mean - sdv, mean + sdv, color="black", alpha=0.15, lw=0)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("training step")
+        if log_x:
+            ax.set_xscale("symlog", linthresh=float(positive.min()))
+        ax.grid(alpha=0.3)
+    axes[0].plot([], [], ":", color="grey", label="null mean ± sd (row-permuted E_P)")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(title or "Toeplitzness of E_P along training", fontsize=11)
+    return fig
