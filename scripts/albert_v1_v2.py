@@ -254,7 +254,7 @@ def summary_text(summary: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from posviz.errors import PosvizError
-    from posviz.train.processes import process_rank
+    from posviz.train.processes import leave_process_group, process_rank
 
     args = parse_args(argv)
     wanted = settings(args)
@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if main_process:
             print(f"error: {e}", file=sys.stderr)
         return 2
+    leave_process_group()
     if not main_process:
         return 0
     tables = result_tables(evaluations)

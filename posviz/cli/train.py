@@ -106,7 +106,7 @@ def command(
     from posviz.errors import OptionError, PosvizError
     from posviz.train.loop import train
     from posviz.train.options import FIXED_OPTIONS, TrainOptions
-    from posviz.train.processes import process_rank
+    from posviz.train.processes import leave_process_group, process_rank
     from posviz.train.result import summary_lines
     from posviz.train.run_folder import default_out, recorded_options
 
@@ -151,6 +151,7 @@ def command(
     finally:
         if display:
             display.stop()
+    leave_process_group()
     if not main:
         return
     typer.echo("\n".join(summary_lines(result)))

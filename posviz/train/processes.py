@@ -104,3 +104,17 @@ def barrier(args: Any) -> None:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def leave_process_group() -> None:
+    """Leave the process group this process joined under ``torchrun``, if any (else do nothing).
+
+    Called once a command's training is over: the processes finish together, and gloo's
+    threads are joined before the interpreter tears down (a group left alive can abort the
+    process at exit with ``terminate called without an active exception``).
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
