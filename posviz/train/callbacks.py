@@ -63,7 +63,8 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
         table = position_table(model)
         if table is not None:
             s = score_embeddings(table[:n] if n else table, null_draws=5, seed=0)
-            out.update(toeplitzness_ep=s.toeplitzness, toeplitzness_ep_offdiag=s.toeplitzness_offdiag, null_ep=s.null_mean, excess_ep=s.excess)
+            out.update(toeplitzness_ep=s.toeplitzness, toeplitzness_ep_offdiag=s.toeplitzness_offdiag, null_ep=s.null_mean,
+                       excess_ep=s.excess, null_ep_offdiag=s.null_mean_offdiag, excess_ep_offdiag=s.excess_offdiag)
         if model.config.position_scheme != "none":
             t = score(positional_scores(model, layer=0, n=n), null=False).toeplitzness
             out["toeplitzness_heads"] = [float(x) for x in t]

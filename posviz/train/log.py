@@ -10,8 +10,10 @@ checkpoint. This module imports no torch: plots read runs cheaply.
 Record fields: ``step``, ``train_loss`` (latest logged at or before ``step``),
 ``eval_loss``, ``eval_accuracy`` (masked-token accuracy on the fixed, pre-masked
 held-out set), ``toeplitzness_ep`` / ``toeplitzness_ep_offdiag`` / ``null_ep`` /
-``excess_ep`` (R² of P = E_P E_Pᵀ, full and off-diagonal variants, its
-row-permutation null mean and the excess; absent without a table) and
+``excess_ep`` (R² of P = E_P E_Pᵀ, full and off-diagonal variants, the
+full variant's row-permutation null mean and its excess), ``null_ep_offdiag`` /
+``excess_ep_offdiag`` (the same for the off-diagonal variant; all E_P fields are
+absent without a table) and
 ``toeplitzness_heads`` (R² of each head's positional scores in layer 0, from
 :func:`posviz.models.positional_scores`) with their mean ``toeplitzness_heads_mean``.
 """
@@ -31,7 +33,7 @@ LOG_CSV = "trajectory.csv"
 
 #: Keys copied from a Trainer evaluation entry into a record.
 _POSVIZ_KEYS = (
-    "toeplitzness_ep", "toeplitzness_ep_offdiag", "null_ep", "excess_ep",
+    "toeplitzness_ep", "toeplitzness_ep_offdiag", "null_ep", "excess_ep", "null_ep_offdiag", "excess_ep_offdiag",
     "toeplitzness_heads", "toeplitzness_heads_mean",
 )
 
