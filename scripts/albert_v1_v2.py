@@ -33,7 +33,10 @@ Output, in ``--results`` (default: ``--out``), all numbers of every run:
 * ``albert_v1_v2_summary.csv``: per variant, mean and standard deviation over seeds
   (``FIELD_mean``, ``FIELD_sd``, ``n``) of each final number;
 * ``albert_v1_v2_trajectories.csv``: the same per variant and evaluation step;
-* ``albert_v1_v2.json``: the settings and all four tables.
+* ``albert_v1_v2.json``: the settings and all four tables;
+* ``albert_v1_v2.png``: the figure (:mod:`posviz.plots.v1v2`): held-out accuracy
+  against the headline Toeplitzness (off-diagonal R²) at the end of training, seeds
+  as error bars and one v1 → v2 arrow, beside both against the step (mean ± sd).
 
 Times: the defaults (size tiny, sequence length 128, batch 16; 3 seeds × (1000 +
 2000) steps) take about an hour on 2 CPU cores at about 0.4 s per step, plus the
@@ -235,12 +238,27 @@ def write_results(folder: Path, wanted: dict[str, Any], tables: dict[str, list[d
         write_text_atomic(paths[-1], to_csv(rows))
     paths.append(folder / f"{PREFIX}.json")
     write_text_atomic(paths[-1], json.dumps({"settings": wanted, **tables}, indent=2, allow_nan=False) + "\n")
+    paths.append(folder / f"{PREFIX}.png")
+    write_figure(paths[-1], tables["evaluations"], wanted)
     return paths
+
+
+def write_figure(path: Path, evaluations: list[dict[str, Any]], wanted: dict[str, Any]) -> None:
+    """The v1 → v2 figure (:func:`posviz.plots.v1v2.plot_v1_v2`), headline Toeplitzness on its axes."""
+    from posviz.plots.common import save_figure
+    from posviz.plots.v1v2 import plot_v1_v2
+
+    v1, v2 = wanted["variants"]
+    title = (f"A miniature ALBERT v1 → v2: posviz train, scheme {wanted['scheme']}, size {wanted['size']}, seq {wanted['seq_len']}, "
+             f"{len(wanted['seeds'])} seeds; v1-like: dropout {v1['dropout']:g}, {v1['train_fraction']:g} of the data, {v1['steps']} steps; "
+             f"v2-like: dropout {v2['dropout']:g}, all data, {v2['steps']} steps")
+    save_figure(plot_v1_v2(evaluations, title=title), path, dpi=130)
 
 
 def summary_text(summary: list[dict[str, Any]]) -> str:
     """Final numbers per variant, mean ± sd over seeds, one line each."""
-    fields = ("step", "eval_accuracy", "toeplitzness_ep", "toeplitzness_ep_offdiag", "excess_ep", "toeplitzness_heads_mean")
+    fields = ("step", "eval_accuracy", "toeplitzness_ep_offdiag", "null_ep_offdiag", "excess_ep_offdiag", "toeplitzness_ep",
+              "null_ep", "toeplitzness_heads_offdiag_mean")
     lines = []
     for row in summary:
         parts = [f"{row['variant']}-like (n={row['n']})"]

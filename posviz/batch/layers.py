@@ -16,6 +16,8 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from posviz.toeplitz.headline import HEADLINE_EXCLUDE_DIAGONAL
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -188,7 +190,7 @@ class LayerTable:
 
         return summary_convention_line([x.convention_line for x in self.layers], self.indices)
 
-    def rows(self, *, exclude_diagonal: bool = False, profiles: bool = False) -> list[dict[str, Any]]:
+    def rows(self, *, exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL, profiles: bool = False) -> list[dict[str, Any]]:
         """One JSON-ready row per head and layer: provenance, conventions and scores.
 
         ``variant`` states which Toeplitzness is headlined (``full`` or ``exclude_diagonal``);

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from posviz.cli.options import HELP_POSITIONS, OutputFormat
+from posviz.cli.options import HELP_POSITIONS, HELP_VARIANT, OutputFormat
 from posviz.util.tables import emit, to_csv, to_json
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def command(
     table: Annotated[str | None, typer.Option("--table", help="BART/mBART/T5: encoder or decoder (default encoder).")] = None,
     null_draws: Annotated[int, typer.Option("--null-draws", min=0, help="Also sample this many seeded row permutations for the null's spread (the null mean is exact).")] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --null-draws.")] = 0,
-    exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal", help="Headline the Toeplitzness variant without the main diagonal.")] = False,
+    exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal/--full", help=HELP_VARIANT)] = True,
     profiles: Annotated[bool, typer.Option("--profiles", help="Include each head's offset profile f̂(k) in JSON/CSV output.")] = False,
     cmap: Annotated[str, typer.Option("--cmap", help="Matplotlib colormap of the head maps.")] = "viridis",
     robust: Annotated[bool, typer.Option("--robust/--full-range", help="Clip the colour scale to the 1st-99th percentile.")] = True,

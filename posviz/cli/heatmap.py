@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import HELP_MODELS, HELP_NORMALIZE, HELP_POSITIONS, HELP_TABLE, Normalize, default_output
+from posviz.cli.options import (
+    HELP_MODELS,
+    HELP_NORMALIZE,
+    HELP_POSITIONS,
+    HELP_TABLE,
+    HELP_VARIANT,
+    Normalize,
+    default_output,
+)
 
 
 def command(
@@ -21,9 +29,13 @@ def command(
     profile: Annotated[bool | None, typer.Option("--profile/--no-profile", help="Diagonal-profile panel under each map (default: single model only).")] = None,
     table: Annotated[str | None, typer.Option("--table", help=HELP_TABLE)] = None,
     max_pixels: Annotated[int, typer.Option("--max-pixels", min=16, help="Block-average larger matrices to this many cells per side.")] = 1024,
+    exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal/--full", help=HELP_VARIANT)] = True,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
 ) -> None:
     """Draw P = E Eᵀ for one or more models (several models: one grid figure).
+
+    Each panel's title gives its Toeplitzness (off-diagonal R² unless --full),
+    null and excess, as `posviz toeplitzness` prints them.
 
     Example: posviz heatmap albert-base-v2 -o albert.png
     """
@@ -43,6 +55,7 @@ def command(
     from posviz.util.progress import progress
 
     items = [load_position_embeddings(m, table=table, positions=positions) for m in progress(models, "loading")]
-    fig = plot_heatmap(items, normalize=normalize.value, cmap=cmap, shared_scale=shared_scale, robust=robust, profile=profile, max_pixels=max_pixels)
+    fig = plot_heatmap(items, normalize=normalize.value, cmap=cmap, shared_scale=shared_scale, robust=robust, profile=profile, max_pixels=max_pixels,
+                       exclude_diagonal=exclude_diagonal)
     save_figure(fig, output, dpi=dpi)
     typer.echo(f"wrote {output}", err=True)

@@ -35,6 +35,8 @@ HELP_POSITIONS = "Positions to keep, A:B (counted from position 0, after any row
 HELP_TABLE = "Position table for models with several (BART: encoder or decoder)."
 HELP_NORMALIZE = "none: E Eᵀ; cosine: unit rows; center: column means removed."
 HELP_NULL_DRAWS = "Row permutations for the null baseline (0: none)."
+HELP_VARIANT = ("Toeplitzness variant to headline (first column, axes, titles): off-diagonal R², the default, or the full R² "
+                "over all n² entries, whose big Gram diagonal can hide the trend. Both are always in the output.")
 
 
 def slug(text: str) -> str:

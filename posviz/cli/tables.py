@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from posviz.toeplitz.headline import VARIANT_SHORT
 from posviz.util.format import VARIANT_TEXT, mean_sd, score
 
 
@@ -15,6 +16,11 @@ def _null_text(draws: int, seed: int) -> str:
     from posviz.toeplitz.null import null_method_text
 
     return null_method_text(draws, seed) if draws else "not computed (--null-draws 0)"
+
+
+def _headline_head(exclude_diagonal: bool) -> str:
+    """The head of the headline column: ``Toeplitzness`` and, below, which R² it is."""
+    return f"Toeplitzness\n{VARIANT_SHORT[exclude_diagonal]}"
 
 
 def _export(console) -> str:
@@ -31,8 +37,8 @@ def scores_table(rows: list[dict], *, exclude_diagonal: bool, width: int | None 
 
     suffix = "_offdiag" if exclude_diagonal else ""
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, justify in [("model", "left"), ("n×d", "right"), ("rows", "right"), ("Toeplitzness", "right"),
-                         ("off-diag" if not exclude_diagonal else "full", "right"), ("null (mean ± sd)", "right"), ("excess", "right")]:
+    for col, justify in [("model", "left"), ("n×d", "right"), ("rows", "right"), (_headline_head(exclude_diagonal), "right"),
+                         (VARIANT_SHORT[not exclude_diagonal], "right"), ("null (mean ± sd)", "right"), ("excess", "right")]:
         t.add_column(col, justify=justify)
     for r in rows:
         other = r["toeplitzness"] if exclude_diagonal else r["toeplitzness_offdiag"]
@@ -64,7 +70,7 @@ def comparison_table(cmp, *, width: int | None = None) -> str:
 
     sfx = cmp.suffix
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, justify in [("model", "left"), ("", "left"), ("Toeplitzness", "right"), ("null (mean ± sd)", "right"),
+    for col, justify in [("model", "left"), ("", "left"), (_headline_head(cmp.variant == "exclude_diagonal"), "right"), ("null (mean ± sd)", "right"),
                          ("excess", "right"), (cmp.metric.name, "right")]:
         t.add_column(col, justify=justify)
     for _, r in cmp.points.iterrows():
@@ -102,7 +108,7 @@ def heads_table(rows: list[dict[str, Any]], layers: list[int], *, exclude_diagon
     t = Table(show_edge=False, header_style="bold")
     heads = sorted({r["head"] for r in rows})
     if len(layers) == 1:
-        for col in ("head", "Toeplitzness", "full" if exclude_diagonal else "off-diag", "null", "excess", "peak k", "f̂(0)"):
+        for col in ("head", _headline_head(exclude_diagonal), VARIANT_SHORT[not exclude_diagonal], "null", "excess", "peak k", "f̂(0)"):
             t.add_column(col, justify="right")
         for r in rows:
             null = score(r["null_mean" + sfx], negative_zero=True)

@@ -15,6 +15,7 @@ from posviz.cli.options import (
     HELP_NULL_DRAWS,
     HELP_POSITIONS,
     HELP_TABLE,
+    HELP_VARIANT,
     Metric,
     Normalize,
     OutputFormat,
@@ -55,7 +56,7 @@ def command(
     models: Annotated[list[str], typer.Argument(help=HELP_MODELS + " With --plot-vs-glue: ALBERT ids select checkpoints (default: all eight), other models are extra points.", show_default=False)] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format of the table.")] = OutputFormat.table,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the table to this file instead of stdout; with --plot-vs-glue: the figure (.png, .pdf, .svg; default toeplitzness-vs-METRIC.png).")] = None,
-    exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal", help="Headline the variant without the main diagonal.")] = False,
+    exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal/--full", help=HELP_VARIANT)] = True,
     null_draws: Annotated[int, typer.Option("--null-draws", min=0, help=HELP_NULL_DRAWS)] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the null baseline.")] = 0,
     normalize: Annotated[Normalize, typer.Option("--normalize", help=HELP_NORMALIZE)] = Normalize.none,
@@ -105,6 +106,7 @@ def command(
 
     from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
     from posviz.cli.tables import scores_table
+    from posviz.toeplitz.headline import headline_field, variant_name
 
     scored = score_models([ModelRequest(m) for m in models], settings, cache=cache, allow_missing=allow_missing)
     if scored.missing:
@@ -115,7 +117,7 @@ def command(
         raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "")
     rows = _report_cache(scored.rows)
     for r in rows:
-        r["variant"] = "exclude_diagonal" if exclude_diagonal else "full"
+        r["variant"], r["headline"] = variant_name(exclude_diagonal), headline_field(exclude_diagonal)
     _write(rows, fmt, output, lambda: scores_table(rows, exclude_diagonal=exclude_diagonal))
 
 
@@ -136,7 +138,7 @@ def _plot_vs_glue(
     """ALBERT v1 → v2 (and extra models, and training runs) against a benchmark: figure, then table."""
     from posviz.cli.tables import comparison_table
     from posviz.compare.albert import parse_score_options, toeplitzness_vs_performance
-    from posviz.compare.trajectories import RUN_METRICS, RUN_TOEPLITZNESS_LABEL, run_trajectory
+    from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label, run_trajectory
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import plot_toeplitzness_vs_metric
 
@@ -147,7 +149,7 @@ def _plot_vs_glue(
 
         check_output_path(output, FIGURE_EXTENSIONS)
     scores = parse_score_options(score)
-    paths = [run_trajectory(r, metric=run_metric, label=str(r)) for r in runs]  # bad runs fail before any scoring
+    paths = [run_trajectory(r, metric=run_metric, label=str(r), exclude_diagonal=exclude_diagonal) for r in runs]  # bad runs fail before any scoring
     cmp = toeplitzness_vs_performance(
         models, metric=metric, scores=scores, settings=settings,
         exclude_diagonal=exclude_diagonal, cache=cache, allow_missing=allow_missing, allow_empty=bool(paths),
@@ -157,7 +159,7 @@ def _plot_vs_glue(
 
         warnings.warn(f"the figure leaves out ({cmp.missing_reason}): {', '.join(cmp.missing)}", stacklevel=1)
     fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths] or None,
-                                      trajectory_ylabel=RUN_METRICS[run_metric], trajectory_xlabel=RUN_TOEPLITZNESS_LABEL)
+                                      trajectory_ylabel=RUN_METRICS[run_metric], trajectory_xlabel=run_toeplitzness_label(exclude_diagonal))
     save_figure(fig, output)
     records = _report_cache(cmp.points.to_dict(orient="records")) + [rec for p in paths for rec in p.records()]
     _write(records, fmt, None, lambda: comparison_table(cmp) + "".join(p.summary_line() + "\n" for p in paths))

@@ -59,10 +59,10 @@ class _Display:
         elif event == "loss":
             self.loss = float(value)
         elif event == "evaluate":
-            t = value.get("toeplitzness_ep", value.get("toeplitzness_heads_mean"))
+            t = next((value[k] for k in ("toeplitzness_ep_offdiag", "toeplitzness_heads_offdiag_mean") if value.get(k) is not None), None)
             acc = value.get("eval_accuracy")
             self.eval = f" · eval acc {acc:.3f}" if acc is not None else ""
-            self.eval += f" · T {t:.3f}" if t is not None else ""
+            self.eval += f" · T offdiag {t:.3f}" if t is not None else ""
         loss = f"loss {self.loss:.3f}" if self.loss is not None else ""
         self.progress.update(self.task, status=loss + self.eval)
 

@@ -11,8 +11,9 @@ from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Norm
 from posviz.util.tables import emit, to_csv, to_json
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
-COLUMNS = (("step", "step"), ("toeplitzness", "R² full"), ("null_mean", "null"), ("excess", "excess"),
-           ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"), ("excess_offdiag", "excess offdiag"))
+#: Table columns, the headline variant (off-diagonal R²) first.
+COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
+           ("excess_offdiag", "excess offdiag"), ("toeplitzness", "R² full"), ("null_mean", "null full"), ("excess", "excess full"))
 
 
 def _outputs(paths: list[Path] | None, plot: Path | None) -> tuple[list[Path], list[tuple[Path, str]]]:
@@ -56,7 +57,8 @@ def trajectory_table(rows: list[dict]) -> str:
         for r in (r for r in rows if r["series"] == series):
             cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in COLUMNS]
             out.append("  " + "  ".join(f"{c:>14}" for c in cells))
-    out.append("R²: Toeplitzness of P = E_P E_Pᵀ; null: exact mean over row permutations of E_P; excess = (R² − null)/(1 − null).")
+    out.append("R²: Toeplitzness of P = E_P E_Pᵀ, off-diagonal (main diagonal left out; the headline) and full; "
+               "null: exact mean over row permutations of E_P; excess = (R² − null)/(1 − null).")
     return "\n".join(out) + "\n"
 
 

@@ -20,6 +20,7 @@ from posviz.batch.cache import ScoreCache, ScoreSettings
 from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
 from posviz.compare.reference import METRICS, Metric
 from posviz.errors import OptionError
+from posviz.toeplitz.headline import HEADLINE_EXCLUDE_DIAGONAL
 from posviz.util.format import change
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def toeplitzness_vs_performance(
     metric: str = "average",
     scores: Mapping[str, float] | None = None,
     settings: ScoreSettings | None = None,
-    exclude_diagonal: bool = False,
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL,
     cache: ScoreCache | None = None,
     allow_missing: bool = False,
     allow_empty: bool = False,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posviz.errors import OptionError, PosvizError
+from posviz.toeplitz.headline import HEADLINE_EXCLUDE_DIAGONAL, VARIANT_SHORT, field_suffix
 from posviz.util.format import score
 
 #: What a training run's trajectory can put on the y axis (``--run-metric``): axis labels.
@@ -25,7 +26,10 @@ RUN_METRICS: dict[str, str] = {
 }
 
 #: x label of the trajectory panel: which Toeplitzness a run contributes is said in its legend entry.
-RUN_TOEPLITZNESS_LABEL = "Toeplitzness R² of P = E_P E_Pᵀ\n('mean head R²' in the legend: mean over the layer-0 heads)"
+def run_toeplitzness_label(exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL) -> str:
+    """The x-axis label of run trajectories: which Toeplitzness, of what."""
+    return (f"Toeplitzness of P = E_P E_Pᵀ, {VARIANT_SHORT[exclude_diagonal]}\n"
+            "('mean head R²' in the legend: mean over the layer-0 heads)")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class RunPath:
         A key of :data:`RUN_METRICS`.
     steps
         Training step of each point.
+    exclude_diagonal
+        Which R² the points are: off-diagonal (the headline) or full.
     """
 
     trajectory: Trajectory
@@ -71,10 +77,12 @@ class RunPath:
     measure: str
     metric: str
     steps: tuple[int, ...]
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL
 
     def records(self) -> list[dict[str, Any]]:
         """One output record per evaluation (kind ``run``)."""
-        measure = "toeplitzness_ep" if self.measure == "ep" else "toeplitzness_heads_mean"
+        measure = ("toeplitzness_ep" + field_suffix(self.exclude_diagonal) if self.measure == "ep"
+                   else "toeplitzness_heads" + field_suffix(self.exclude_diagonal) + "_mean")
         return [
             {"label": self.trajectory.label, "kind": "run", "model": self.run, "scheme": self.scheme, "step": step,
              "measure": measure, "toeplitzness": x, "metric": self.metric, "metric_value": y}
@@ -85,12 +93,16 @@ class RunPath:
         """The first and last evaluation in one line."""
         (x0, y0), (x1, y1) = self.trajectory.points[0], self.trajectory.points[-1]
         what = "Toeplitzness of E_P" if self.measure == "ep" else "mean layer-0 head Toeplitzness"
+        what += f" ({VARIANT_SHORT[self.exclude_diagonal]})"
         unit = "%" if self.metric == "accuracy" else ""
         return (f"run {self.run} ({self.scheme}): {what} {score(x0)} → {score(x1)}, held-out {self.metric} "
                 f"{score(y0, 2)}{unit} → {score(y1, 2)}{unit} (steps {self.steps[0]} → {self.steps[-1]}, {len(self.steps)} evaluations)")
 
 
-def run_trajectory(run_dir: str | os.PathLike, *, metric: str = "accuracy", label: str | None = None) -> RunPath:
+def run_trajectory(
+    run_dir: str | os.PathLike, *, metric: str = "accuracy", label: str | None = None,
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL,
+) -> RunPath:
     """A ``posviz train`` run's path through (Toeplitzness, held-out metric) space.
 
     Parameters
@@ -102,6 +114,8 @@ def run_trajectory(run_dir: str | os.PathLike, *, metric: str = "accuracy", labe
         MLM loss).
     label
         Name of the run in the legend (default: the folder as given).
+    exclude_diagonal
+        Plot the off-diagonal R² (default: posviz's headline variant) or the full R².
 
     Returns
     -------
@@ -127,13 +141,16 @@ def run_trajectory(run_dir: str | os.PathLike, *, metric: str = "accuracy", labe
     scheme = str(doc.get("run", {}).get("scheme", "?"))
     measure = "ep" if any(r.get("toeplitzness_ep") is not None for r in doc["evaluations"]) else "heads"
     steps, points = [], []
-    for p in load_trajectory(run_dir, measure=measure):
+    for p in load_trajectory(run_dir, measure=measure, exclude_diagonal=exclude_diagonal):
         y = p.eval_accuracy * 100 if metric == "accuracy" else p.eval_loss
         if math.isfinite(p.toeplitzness) and math.isfinite(y):
             steps.append(p.step)
             points.append((p.toeplitzness, y))
     if not points:
+        if exclude_diagonal and any(r.get("toeplitzness_ep", r.get("toeplitzness_heads_mean")) is not None for r in doc["evaluations"]):
+            raise PosvizError(f"{name}: its log has no off-diagonal Toeplitzness (written by an older posviz)",
+                              "pass --full to plot the full R² it has")
         raise PosvizError(f"{name}: no evaluation with a Toeplitzness and a held-out {metric} to plot (scheme {scheme})",
                           "scheme 'none' has no positional scores")
     text = f"{name} ({scheme}" + ("; mean head R²)" if measure == "heads" else ")")
-    return RunPath(Trajectory(text, points), name, scheme, measure, metric, tuple(steps))
+    return RunPath(Trajectory(text, points), name, scheme, measure, metric, tuple(steps), exclude_diagonal)

@@ -23,6 +23,7 @@ import numpy as np
 from posviz.plots.common import new_figure, short_label
 from posviz.plots.heatmap import colorbar_extend
 from posviz.positional_scores import PositionalScores
+from posviz.toeplitz.headline import HEADLINE_EXCLUDE_DIAGONAL
 from posviz.toeplitz.result import ToeplitzScore
 from posviz.util.format import score
 
@@ -70,7 +71,7 @@ class HeadMapOptions:
     robust: bool = True
     shared_scale: bool = True
     max_pixels: int = 256
-    exclude_diagonal: bool = False
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL
     columns: int | None = None
     raw_images: bool = False
 
@@ -236,7 +237,7 @@ def draw_head_profiles(ax, profiles: np.ndarray, *, causal: bool = False) -> Non
         ax.legend(title="head", fontsize=5, title_fontsize=5, ncol=max(1, math.ceil(h / 8)), frameon=False, loc="best")
 
 
-def draw_head_scores(ax, scores: ToeplitzScore, *, exclude_diagonal: bool = False) -> None:
+def draw_head_scores(ax, scores: ToeplitzScore, *, exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL) -> None:
     """Each head's Toeplitzness as a bar, its null mean as a tick (where there is one), on ``ax``."""
     h = scores.heads
     r2 = scores.toeplitzness_offdiag if exclude_diagonal else scores.toeplitzness
@@ -286,7 +287,7 @@ def plot_layer_head_matrix(
     title: str,
     conventions: str,
     null_mean: np.ndarray | None = None,
-    exclude_diagonal: bool = False,
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL,
     cmap: str = "viridis",
     fig=None,
 ):

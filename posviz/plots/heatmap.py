@@ -10,7 +10,9 @@ import numpy as np
 from posviz.plots.common import new_figure, short_label
 from posviz.positional_scores import PositionalScores
 from posviz.read.embeddings import PositionEmbeddings
+from posviz.toeplitz.headline import HEADLINE_EXCLUDE_DIAGONAL, VARIANT_SHORT, field_suffix
 from posviz.toeplitz.profile import head_profile
+from posviz.util.format import score as fmt
 
 NORMALIZE_LABEL = {"none": "E Eᵀ", "cosine": "cosine(eᵢ, eⱼ)", "center": "(E − ē)(E − ē)ᵀ"}
 
@@ -25,8 +27,9 @@ def plot_heatmap(
     profile: bool | None = None,
     max_pixels: int = 1024,
     columns: int | None = None,
+    exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL,
 ):
-    """Plot ``P = E E^T`` for one or more models.
+    """Plot ``P = E E^T`` for one or more models, each panel titled with its Toeplitzness.
 
     Parameters
     ----------
@@ -50,6 +53,9 @@ def plot_heatmap(
         the block means are computed exactly from E without building P.
     columns
         Panels per row (default: up to 4).
+    exclude_diagonal
+        The Toeplitzness variant in each panel's title (default: the headline,
+        off-diagonal R²; see :mod:`posviz.toeplitz.headline`), with its null and excess.
 
     Returns
     -------
@@ -68,7 +74,7 @@ def plot_heatmap(
     if shared_scale:
         allp = np.concatenate([p[0].ravel() for p in pooled])
         limits = [color_limits(allp, robust)] * len(limits)
-    panel_h = 4.2 + (1.6 if profile else 0.0)
+    panel_h = 4.6 + (1.6 if profile else 0.0)
     fig = new_figure(3.9 * ncols + 0.8 * shared_scale, panel_h * nrows + 0.3)
     grid = fig.add_gridspec(nrows * (2 if profile else 1), ncols, height_ratios=([3.2, 1.2] if profile else [1]) * nrows)
     image = None
@@ -76,7 +82,7 @@ def plot_heatmap(
         r, c = divmod(idx, ncols)
         ax = fig.add_subplot(grid[r * (2 if profile else 1), c])
         image = draw_matrix(ax, mat[0], pe.positions, cmap=cmap, limits=limits[idx], n=pe.n)
-        ax.set_title(f"{short_label(pe.model)}\n{pe.n}×{pe.dim}, {pe.rows_note()}", fontsize=8)
+        ax.set_title(f"{short_label(pe.model)}\n{pe.n}×{pe.dim}, {pe.rows_note()}\n{score_line(stack, exclude_diagonal)}", fontsize=8)
         if not shared_scale:
             cb = fig.colorbar(image, ax=ax, shrink=0.85, extend=colorbar_extend(mat, *limits[idx]))
             cb.ax.tick_params(labelsize=7)
@@ -88,6 +94,21 @@ def plot_heatmap(
     scale_note = "colours clipped to the 1st–99th percentile" if robust else "full colour range"
     fig.suptitle(f"Position similarity P = {NORMALIZE_LABEL.get(normalize, normalize)}\n({scale_note})", fontsize=9)
     return fig
+
+
+def score_line(stack: PositionalScores, exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL) -> str:
+    """``Toeplitzness 0.477 (off-diagonal R²)`` and ``null 0.004, excess 0.475`` (two lines) for one ``P``."""
+    import warnings
+
+    from posviz.positional_scores import PosvizWarning
+    from posviz.toeplitz.engine import score
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PosvizWarning)  # a constant P is reported by the score's NaN
+        s = score(stack)[0]
+    sfx = field_suffix(exclude_diagonal)
+    return (f"Toeplitzness {fmt(getattr(s, 'toeplitzness' + sfx), 3)} ({VARIANT_SHORT[exclude_diagonal]})\n"
+            f"null {fmt(getattr(s, 'null_mean' + sfx), 3)}, excess {fmt(getattr(s, 'excess' + sfx), 3)}")
 
 
 def color_limits(values: np.ndarray, robust: bool = True) -> tuple[float, float]:

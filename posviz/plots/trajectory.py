@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: The two panels: (R² field, null-mean field, null-sd field, y label).
+#: The two panels, the headline variant (off-diagonal R², :mod:`posviz.toeplitz.headline`) first:
+#: (R² field, null-mean field, null-sd field, y label).
 PANELS = (
-    ("toeplitzness", "null_mean", "null_std", "Toeplitzness R² of P = E_P E_Pᵀ (full)"),
-    ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness R² of P = E_P E_Pᵀ (off-diagonal)"),
+    ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness of P = E_P E_Pᵀ, off-diagonal R²"),
+    ("toeplitzness", "null_mean", "null_std", "full R² (all n² entries; its null falls as the diagonal\nstops dominating)"),
 )
 
 
@@ -20,7 +21,7 @@ def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
 
 
 def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None):
-    """Two panels (full and off-diagonal R²) against step: each series with its null mean ± sd as a band.
+    """Two panels (off-diagonal R², the headline, then full R²) against step: each series with its null mean ± sd as a band.
 
     Parameters
     ----------

@@ -66,9 +66,10 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
             out.update(toeplitzness_ep=s.toeplitzness, toeplitzness_ep_offdiag=s.toeplitzness_offdiag, null_ep=s.null_mean,
                        excess_ep=s.excess, null_ep_offdiag=s.null_mean_offdiag, excess_ep_offdiag=s.excess_offdiag)
         if model.config.position_scheme != "none":
-            t = score(positional_scores(model, layer=0, n=n), null=False).toeplitzness
-            out["toeplitzness_heads"] = [float(x) for x in t]
-            out["toeplitzness_heads_mean"] = float(t.mean())
+            t = score(positional_scores(model, layer=0, n=n), null=False)
+            out["toeplitzness_heads"] = [float(x) for x in t.toeplitzness]
+            out["toeplitzness_heads_mean"] = float(t.toeplitzness.mean())
+            out["toeplitzness_heads_offdiag_mean"] = float(t.toeplitzness_offdiag.mean())
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 

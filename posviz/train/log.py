@@ -15,7 +15,8 @@ full variant's row-permutation null mean and its excess), ``null_ep_offdiag`` /
 ``excess_ep_offdiag`` (the same for the off-diagonal variant; all E_P fields are
 absent without a table) and
 ``toeplitzness_heads`` (R² of each head's positional scores in layer 0, from
-:func:`posviz.models.positional_scores`) with their mean ``toeplitzness_heads_mean``.
+:func:`posviz.models.positional_scores`) with their mean ``toeplitzness_heads_mean``,
+and the mean of their off-diagonal R² ``toeplitzness_heads_offdiag_mean``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ LOG_CSV = "trajectory.csv"
 #: Keys copied from a Trainer evaluation entry into a record.
 _POSVIZ_KEYS = (
     "toeplitzness_ep", "toeplitzness_ep_offdiag", "null_ep", "excess_ep", "null_ep_offdiag", "excess_ep_offdiag",
-    "toeplitzness_heads", "toeplitzness_heads_mean",
+    "toeplitzness_heads", "toeplitzness_heads_mean", "toeplitzness_heads_offdiag_mean",
 )
 
 
@@ -124,7 +125,7 @@ def load_run_log(run_dir: str | Path) -> dict[str, Any]:
     return doc
 
 
-def load_trajectory(run_dir: str | Path, *, measure: str = "auto") -> list[TrajectoryPoint]:
+def load_trajectory(run_dir: str | Path, *, measure: str = "auto", exclude_diagonal: bool = True) -> list[TrajectoryPoint]:
     """A run's Toeplitzness trajectory as ``(step, toeplitzness, eval_accuracy, eval_loss)`` tuples.
 
     Parameters
@@ -135,6 +136,9 @@ def load_trajectory(run_dir: str | Path, *, measure: str = "auto") -> list[Traje
         ``ep``: Toeplitzness of P = E_P E_Pᵀ; ``heads``: mean over layer-0 heads
         of the positional scores; ``auto``: ``ep`` where the scheme has a table
         (absolute, absolute+tisa, TUPE), else ``heads``.
+    exclude_diagonal
+        The off-diagonal R² (default, posviz's headline variant; NaN for runs
+        logged before it was recorded) or the full R².
 
     Examples
     --------
@@ -144,10 +148,11 @@ def load_trajectory(run_dir: str | Path, *, measure: str = "auto") -> list[Traje
     if measure not in ("auto", "ep", "heads"):
         raise ValueError("measure must be auto, ep or heads")
     points = []
+    ep, heads = ("toeplitzness_ep_offdiag", "toeplitzness_heads_offdiag_mean") if exclude_diagonal else ("toeplitzness_ep", "toeplitzness_heads_mean")
     for r in load_run_log(run_dir)["evaluations"]:
-        key = "toeplitzness_heads_mean" if measure == "heads" else "toeplitzness_ep"
-        if measure == "auto" and r.get(key) is None:
-            key = "toeplitzness_heads_mean"
+        key = heads if measure == "heads" else ep
+        if measure == "auto" and r.get("toeplitzness_ep") is None:
+            key = heads
         t = r.get(key)
         acc = r.get("eval_accuracy")
         points.append(TrajectoryPoint(

@@ -111,12 +111,14 @@ def summary_lines(result: TrainResult) -> list[str]:
         f"eval        loss {arrow('eval_loss', '{:.3f}')}, masked-token accuracy {arrow('eval_accuracy')}"
         + (f"  (steps {first.get('step')} → {last.get('step')})" if r else ""),
     ]
-    if last.get("toeplitzness_ep") is not None:
+    if last.get("toeplitzness_ep") is not None:  # the headline variant first (posviz.toeplitz.headline)
         lines.append(
-            f"E_P         Toeplitzness {arrow('toeplitzness_ep')} (null {last.get('null_ep', float('nan')):.3f}, excess {arrow('excess_ep')})"
+            f"E_P         Toeplitzness (off-diagonal R²) {arrow('toeplitzness_ep_offdiag')}, null {arrow('null_ep_offdiag')}, "
+            f"excess {arrow('excess_ep_offdiag')}; full R² {arrow('toeplitzness_ep')} (null {arrow('null_ep')})"
         )
     if last.get("toeplitzness_heads_mean") is not None:
-        lines.append(f"heads       layer-0 positional scores, mean Toeplitzness {arrow('toeplitzness_heads_mean')}")
+        lines.append(f"heads       layer-0 positional scores, mean Toeplitzness (off-diagonal R²) {arrow('toeplitzness_heads_offdiag_mean')}; "
+                     f"full R² {arrow('toeplitzness_heads_mean')}")
     lines += [
         f"checkpoint  {result.checkpoint}",
         f"log         {o.out / 'trajectory.csv'}, {o.out / 'trajectory.json'}",

@@ -64,9 +64,9 @@ def test_table_output_lists_every_checkpoint_and_arrow(albert_cache, planted, tm
     assert r.exit_code == 0, r.output
     for key, p in planted.items():
         line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith(hub_id(*key) + " "))
-        assert f"{p.full:.4f}" in line and f"{AVERAGE[key]:.2f}" in line
+        assert f"{p.offdiag:.4f}" in line and f"{AVERAGE[key]:.2f}" in line  # the headline, off-diagonal R²
     for size in SIZES:
-        dx = planted[(size, "v2")].full - planted[(size, "v1")].full
+        dx = planted[(size, "v2")].offdiag - planted[(size, "v1")].offdiag
         assert f"{size}: v1 → v2 Toeplitzness {dx:+.4f}" in r.stdout
     assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF")
 
@@ -104,7 +104,7 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
     from posviz.batch.cache import ScoreSettings
     from posviz.compare.albert import toeplitzness_vs_performance
 
-    cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), progress_label=None)
+    cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), exclude_diagonal=False, progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
     for size in SIZES:
         arrow = _by_gid(fig, f"arrow:{size}")
@@ -121,11 +121,12 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
     assert {a["size"] for a in cmp.arrows()} == set(SIZES)
 
 
-def test_exclude_diagonal_variant_is_plotted(albert_cache, planted):
+def test_the_offdiagonal_headline_is_plotted_by_default(albert_cache, planted):
     from posviz.batch.cache import ScoreSettings
     from posviz.compare.albert import toeplitzness_vs_performance
 
-    cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), exclude_diagonal=True, progress_label=None)
+    cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), progress_label=None)
+    assert cmp.variant == "exclude_diagonal"
     fig = plot_toeplitzness_vs_metric(cmp)
     x = _by_gid(fig, "point:base v2").get_xydata()[0][0]
     assert x == pytest.approx(planted[("base", "v2")].offdiag, rel=1e-9)
@@ -159,7 +160,7 @@ def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
     assert [f"ALBERT {s}" for s in SIZES] == [t for t in labels if t.startswith("ALBERT")]
     assert "v1 → v2" in labels and any(t.startswith("null:") for t in labels)
     assert "ALBERT v1 → v2" in fig.get_suptitle() and "Average" in fig.get_suptitle()
-    assert "full" in ax.get_title() and "Toeplitzness" in ax.get_xlabel()
+    assert "off-diagonal" in ax.get_title() and "Toeplitzness" in ax.get_xlabel()
     # Everything drawn (ticks included) lies inside the canvas ...
     tight, canvas = fig.get_tightbbox(renderer), fig.bbox_inches
     assert tight.x0 >= canvas.x0 - 0.01 and tight.y0 >= canvas.y0 - 0.01
@@ -387,7 +388,7 @@ def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path
     cmp = toeplitzness_vs_performance([extra], scores={extra: 83.25}, settings=ScoreSettings(null_draws=0), progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
     point = _by_gid(fig, f"point:{extra}")
-    assert point.get_marker() != "o" and point.get_xydata()[0] == pytest.approx((planted[("large", "v1")].full, 83.25))
+    assert point.get_marker() != "o" and point.get_xydata()[0] == pytest.approx((planted[("large", "v1")].offdiag, 83.25))
     assert any(extra[-20:] in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 

@@ -127,7 +127,7 @@ def build(ctx: ReportContext) -> list:
 
 
 def _figure_page(ctx: ReportContext, cmp):
-    from posviz.compare.trajectories import RUN_METRICS, RUN_TOEPLITZNESS_LABEL
+    from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label
     from posviz.plots.scatter import draw_comparison, draw_trajectory_panel, footnote, keep_labels_inside
 
     paths = _trajectories(ctx)
@@ -142,7 +142,7 @@ def _figure_page(ctx: ReportContext, cmp):
     if paths:
         ax = fig.add_axes((MARGIN_LEFT + 0.015, bottom, 0.32, height))
         ax2 = fig.add_axes((0.665, bottom, MARGIN_RIGHT - 0.665, height))
-        draw_trajectory_panel(ax2, [p.trajectory for p in paths], ylabel=RUN_METRICS["accuracy"], xlabel=RUN_TOEPLITZNESS_LABEL,
+        draw_trajectory_panel(ax2, [p.trajectory for p in paths], ylabel=RUN_METRICS["accuracy"], xlabel=run_toeplitzness_label(),
                               fontsize=SMALL_SIZE)
         ax2.set_title("Training runs of this report (open circle: first evaluation)", fontsize=BODY_SIZE - 1)
     else:

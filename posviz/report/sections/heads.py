@@ -84,7 +84,7 @@ def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
     stack, layer, line = scored.stack, scored.layer, scored.convention_line
     page = _page(
         f"{SECTION.title}: {label}, layer {layer}",
-        f"{scheme}: {stack.heads} heads, {stack.n} positions; T = Toeplitzness R² (all entries)",
+        f"{scheme}: {stack.heads} heads, {stack.n} positions; T = Toeplitzness, off-diagonal R²",
         f"{item.label}: layer {layer}",
         f"{item.label}: layer {layer}. Conventions: {line}; "
         + heads_scale_note(stack.n, min(stack.n, HEAD_PIXELS), robust=True, shared_scale=True),
@@ -105,8 +105,8 @@ def _matrix_page(item: ReportItem, label: str, table, num_heads: int):
         f"{item.label}: layer × head",
         f"{item.label}: layer × head. Conventions: {table.convention_line}",
     )
-    plot_layer_head_matrix(table.matrix("toeplitzness"), layers=table.indices, title="", conventions="",
-                           null_mean=table.matrix("null_mean"), fig=page)
+    plot_layer_head_matrix(table.matrix("toeplitzness_offdiag"), layers=table.indices, title="", conventions="",
+                           null_mean=table.matrix("null_mean_offdiag"), exclude_diagonal=True, fig=page)
     return page
 
 

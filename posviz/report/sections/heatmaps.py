@@ -63,14 +63,14 @@ def _page(ctx: ReportContext, item: ReportItem):
     pax.grid(alpha=0.25, lw=0.5)
 
     has_null = s.null_draws > 0
-    null = (mean_sd(s.null_mean, s.null_std), mean_sd(s.null_mean_offdiag, s.null_std_offdiag))
-    excess = (score(s.excess), score(s.excess_offdiag))
+    null = (mean_sd(s.null_mean_offdiag, s.null_std_offdiag), mean_sd(s.null_mean, s.null_std))
+    excess = (score(s.excess_offdiag), score(s.excess))
     rows = [
-        ["Toeplitzness R²", score(s.toeplitzness), score(s.toeplitzness_offdiag)],
+        ["Toeplitzness R²", score(s.toeplitzness_offdiag), score(s.toeplitzness)],
         ["null (mean ± sd)", *(null if has_null else (MISSING, MISSING))],
         ["excess", *(excess if has_null else (MISSING, MISSING))],
     ]
-    top = draw_table(fig, (right, CONTENT_TOP - 0.43, MARGIN_RIGHT - right), ("", "full", "off-diagonal"), rows,
+    top = draw_table(fig, (right, CONTENT_TOP - 0.43, MARGIN_RIGHT - right), ("", "off-diagonal", "full"), rows,
                      col_widths=(0.34, 0.33, 0.33), fontsize=SMALL_SIZE)
     block = pe.n / mat.shape[-1]
     facts = [f"source: {pe.source}"]

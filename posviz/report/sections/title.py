@@ -141,8 +141,8 @@ def _conventions(ctx: ReportContext) -> list[str]:
         {"none": "• P = E Eᵀ from the kept rows of each position table, in float64.",
          "cosine": "• P = cosine similarities of the kept rows of each position table (rows scaled to unit length), float64.",
          "center": "• P = (E − ē)(E − ē)ᵀ: column means of each position table removed first, float64."}[o.normalize],
-        "• Toeplitzness = R² of P against its Toeplitz projection, reported for both variants: full (all n² "
-        "entries) and off-diagonal (main diagonal excluded).",
+        "• Toeplitzness = R² of P against its Toeplitz projection, reported for both variants: off-diagonal (main "
+        "diagonal excluded; the headline, first in tables and on axes) and full (all n² entries).",
         (f"• Null baseline: exact mean over all row permutations of E ± sd over {o.null_draws} seeded ones (seed {o.seed}); excess = (R² − null) / (1 − null)."
          if o.null_draws else "• No null baseline (null draws = 0)."),
         "• Rows kept per family (RoBERTa-style tables drop rows 0–1); the summary table states them per model.",
