@@ -64,11 +64,13 @@ class FetchStats:
 
     def summary(self) -> str:
         """``fetched 3.1 MiB of 258.0 MiB (2 ranges, model.safetensors)``."""
+        if not self.ranges:
+            return f"fetched nothing of {_mib(self.size)} ({self.filename}: all read from the slice store)"
         return f"fetched {_mib(self.fetched)} of {_mib(self.size)} ({self.ranges} range{'s' * (self.ranges != 1)}, {self.filename})"
 
 
-#: One entry per Hub file read by ranges in this process.
-STATS: list[FetchStats] = []
+#: One entry per Hub file (``repo/filename``) read by ranges in this process.
+STATS: dict[str, FetchStats] = {}
 
 
 def _mib(n: int) -> str:
@@ -122,8 +124,7 @@ class HubFile:
             self._head()
             self.store = SliceStore.for_file(endpoint, repo_id, commit, filename, self.etag)
         self._stored = self.store.slices()
-        self.stats = FetchStats(filename, self.size)
-        STATS.append(self.stats)
+        self.stats = STATS.setdefault(self.label, FetchStats(filename, self.size))
 
     def _head(self) -> None:
         from huggingface_hub import get_hf_file_metadata
