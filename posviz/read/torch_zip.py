@@ -174,15 +174,16 @@ class RemoteTorchZip:
             raise CheckpointError(f"{label} has no record {member}")
         if info.compress_type != zipfile.ZIP_STORED:
             raise CheckpointError(f"{label}: record {member} is compressed; torch writes stored records")
-        head = info.header_offset
-        if head + _LOCAL_HEADER.size + info.file_size > self.remote.size:
+        head = info.header_offset  # zipfile shifts it when the end record's offsets disagree (negative: outside)
+        if head < 0 or head + _LOCAL_HEADER.size + info.file_size > self.remote.size:
             raise CheckpointError(f"{label} is not a readable PyTorch checkpoint: the central directory points outside the file ({member})")
         # Local header, name, extra padding (torch aligns data to 64 bytes) and the data, in one request.
         guess = _LOCAL_HEADER.size + len(member.encode()) + len(info.extra) + 64
         first = self.remote.read(head, head + guess + (stop if start == 0 else 0))
         fields = _LOCAL_HEADER.unpack_from(first)
-        if fields[0] != b"PK\x03\x04":
-            raise CheckpointError(f"{label} is not a readable PyTorch checkpoint: bad local header for {member}")
+        name_at = _LOCAL_HEADER.size
+        if fields[0] != b"PK\x03\x04" or first[name_at : name_at + fields[-2]] != member.encode():
+            raise CheckpointError(f"{label} is not a readable PyTorch checkpoint: the central directory points at no record {member}")
         data_at = head + _LOCAL_HEADER.size + fields[-2] + fields[-1]
         if data_at + info.file_size > self.remote.size:
             raise CheckpointError(f"{label} is not a readable PyTorch checkpoint: record {member} runs past the end of the file")
