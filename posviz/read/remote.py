@@ -308,7 +308,7 @@ def _gaps(pieces: list[tuple[int, int, Any]], start: int, stop: int) -> list[tup
 
 def _assemble(pieces: list[tuple[int, int, bytes | Path]], start: int, stop: int) -> bytes:
     out, pos = bytearray(), start
-    for a, b, data in pieces:
+    for a, b, data in sorted(pieces, key=lambda p: (p[0], -p[1])):
         if b <= pos or a > pos:
             continue
         end = min(b, stop)
