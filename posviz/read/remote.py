@@ -129,8 +129,12 @@ class HubFile:
     def _head(self) -> None:
         from huggingface_hub import get_hf_file_metadata
 
+        import inspect
+
+        # ``endpoint=`` came with huggingface_hub 0.26; the URL names the endpoint anyway.
+        extra = {"endpoint": self.endpoint} if "endpoint" in inspect.signature(get_hf_file_metadata).parameters else {}
         try:
-            meta = get_hf_file_metadata(self.url, endpoint=self.endpoint)
+            meta = get_hf_file_metadata(self.url, **extra)
         except Exception as e:
             raise hub_error(self.repo_id, e) from None
         if meta.size is None or meta.etag is None:
@@ -273,7 +277,7 @@ def _same_host(url: str, endpoint: str) -> bool:
 @contextlib.contextmanager
 def _stream(session: Any, url: str, headers: dict[str, str]):
     """``(status, headers, chunk iterator)`` of a streamed GET: httpx (huggingface_hub ≥ 1) or requests (0.x)."""
-    if hasattr(session, "stream"):  # httpx.Client
+    if callable(getattr(session, "stream", None)):  # httpx.Client (requests.Session.stream is a flag)
         with session.stream("GET", url, headers=headers, timeout=_TIMEOUT, follow_redirects=True) as r:
             yield r.status_code, r.headers, r.iter_bytes(_CHUNK)
     else:  # requests.Session
