@@ -127,9 +127,9 @@ class HubFile:
         self.stats = STATS.setdefault(self.label, FetchStats(filename, self.size))
 
     def _head(self) -> None:
-        from huggingface_hub import get_hf_file_metadata
-
         import inspect
+
+        from huggingface_hub import get_hf_file_metadata
 
         # ``endpoint=`` came with huggingface_hub 0.26; the URL names the endpoint anyway.
         extra = {"endpoint": self.endpoint} if "endpoint" in inspect.signature(get_hf_file_metadata).parameters else {}
