@@ -181,14 +181,17 @@ class ScoreCache:
     ----------
     root
         Cache folder; default :func:`cache_dir`. Entries go under
-        ``root/scores/v<SCORE_FORMAT>/<model>/<key hash>.json``.
+        ``root/scores/v<SCORE_FORMAT>/<model>/<key hash>.json``, one ``<model>``
+        folder per model identity and (for hub models) endpoint.
 
     Notes
     -----
-    Reading never raises: a missing, unreadable or invalid entry is a miss (invalid
+    Reading never raises (except :class:`ValueError` for a hub model asked for
+    without an endpoint): a missing, unreadable or invalid entry is a miss (invalid
     ones are reported with a :class:`CacheWarning` and removed). Writing never
     raises either: a cache that cannot be written (read-only, disk full) is
-    reported with a warning and the command goes on.
+    reported with a warning and the command goes on. Folders of other formats are
+    never read, changed or removed (except by :meth:`clear`).
     """
 
     def __init__(self, root: str | os.PathLike | None = None) -> None:
