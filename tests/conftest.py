@@ -223,10 +223,10 @@ def online(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_hub(online, monkeypatch):
-    """A local stand-in for the Hub (tests/fake_hub.py), with ``HF_ENDPOINT`` pointing at it."""
-    from tests.fake_hub import FakeHub
+    """A local stand-in for the Hub (tests/hub_emulator.py), with ``HF_ENDPOINT`` pointing at it."""
+    from tests.hub_emulator import HubEmulator
 
-    with FakeHub() as hub:
+    with HubEmulator() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         yield hub
 

@@ -2,11 +2,14 @@
 
 Entries live under the user's cache folder (:func:`cache_dir`), one small JSON file
 per (model, revision, settings). The key holds everything the score depends on:
-the model's identity (hub id, package or absolute path), its revision (hub commit
-hash, package version, or the sizes and modification times of a local folder's
-files), the position table, the positions kept, the normalisation, the null
-baseline's draws and seed, and :data:`SCORE_FORMAT` (bumped whenever scoring
-changes, which retires every older entry).
+the model's identity (hub id, package or absolute path), for hub models the
+endpoint it came from (``HF_ENDPOINT``, normalised by
+:func:`~posviz.util.endpoints.normalize_endpoint`: a mirror or a local test server
+is another Hub), its revision (hub commit hash, package version, or the sizes and
+modification times of a local folder's files), the position table, the positions
+kept, the normalisation, the null baseline's draws and seed, and
+:data:`SCORE_FORMAT` (bumped whenever scoring or the key changes, which retires
+every older entry: older entries stay on disk, unread, under their own folder).
 
 Entries are written to a temporary file, flushed to disk and renamed, so a killed
 process leaves either the old entry or the new one. Each carries a SHA-256 of its
@@ -28,10 +31,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from posviz.util.endpoints import normalize_endpoint
 from posviz.util.paths import cache_dir
 
-#: Version of the scoring code as far as cached results are concerned.
-SCORE_FORMAT = 2  # 2: exact null mean (was the mean of the sampled draws)
+#: Version of the cached results: of the scoring code and of the key.
+#: 2: exact null mean (was the mean of the sampled draws).
+#: 3: hub entries keyed by endpoint; v2 entries lack it, so they cannot be attributed and are not read.
+SCORE_FORMAT = 3
 
 _MAGIC = "posviz-score-cache"
 _MAX_ENTRY_BYTES = 1 << 20  # real entries are ~1 kB; anything huge is not ours
@@ -88,9 +94,38 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode("utf-8")).hexdigest()
 
 
-def make_key(identity: str, revision: str, settings: ScoreSettings) -> dict[str, Any]:
-    """The cache key of one score: model identity, revision, settings, format."""
-    return {"format": SCORE_FORMAT, "model": identity, "revision": revision, **asdict(settings)}
+def current_endpoint() -> str:
+    """The Hub endpoint in use now (``HF_ENDPOINT`` or the default), normalised."""
+    from posviz.read.sources import hub_endpoint
+
+    return normalize_endpoint(hub_endpoint())
+
+
+def make_key(identity: str, revision: str, settings: ScoreSettings, *, endpoint: str | None = None) -> dict[str, Any]:
+    """The cache key of one score: model identity, endpoint, revision, settings, format.
+
+    Parameters
+    ----------
+    identity
+        ``hub:org/name``, ``package:org/name`` or ``path:/absolute/path``.
+    revision
+        Hub commit hash, package version or :func:`local_fingerprint`.
+    settings
+        Scoring settings.
+    endpoint
+        For hub identities (required): the Hub the commit was read from, e.g.
+        :func:`current_endpoint`; normalised here. Not allowed for the others.
+
+    Raises
+    ------
+    ValueError
+        If a hub identity comes without an endpoint, or another with one.
+    """
+    is_hub = identity.startswith("hub:")
+    if is_hub != (endpoint is not None):
+        raise ValueError(f"{identity}: an endpoint is {'required' if is_hub else 'only for hub models'}")
+    where = {"endpoint": normalize_endpoint(endpoint)} if endpoint is not None else {}
+    return {"format": SCORE_FORMAT, "model": identity, **where, "revision": revision, **asdict(settings)}
 
 
 def local_fingerprint(paths: list[Path]) -> str:
@@ -127,6 +162,12 @@ def source_identity(source) -> tuple[str, str]:
     return f"path:{root}", local_fingerprint(files)
 
 
+def source_key(source, settings: ScoreSettings) -> dict[str, Any]:
+    """The cache key of a resolved source's score; hub models are keyed by :func:`current_endpoint` too."""
+    endpoint = current_endpoint() if source.kind == "hub" else None
+    return make_key(*source_identity(source), settings, endpoint=endpoint)
+
+
 def _bad(path: Path, reason: str) -> None:
     warnings.warn(f"ignoring score cache entry {path} ({reason}); it will be recomputed", CacheWarning, stacklevel=3)
     with contextlib.suppress(OSError):  # best effort: the next write replaces it anyway
@@ -140,14 +181,17 @@ class ScoreCache:
     ----------
     root
         Cache folder; default :func:`cache_dir`. Entries go under
-        ``root/scores/v<SCORE_FORMAT>/<model>/<key hash>.json``.
+        ``root/scores/v<SCORE_FORMAT>/<model>/<key hash>.json``, one ``<model>``
+        folder per model identity and (for hub models) endpoint.
 
     Notes
     -----
-    Reading never raises: a missing, unreadable or invalid entry is a miss (invalid
+    Reading never raises (except :class:`ValueError` for a hub model asked for
+    without an endpoint): a missing, unreadable or invalid entry is a miss (invalid
     ones are reported with a :class:`CacheWarning` and removed). Writing never
     raises either: a cache that cannot be written (read-only, disk full) is
-    reported with a warning and the command goes on.
+    reported with a warning and the command goes on. Folders of other formats are
+    never read, changed or removed (except by :meth:`clear`).
     """
 
     def __init__(self, root: str | os.PathLike | None = None) -> None:
@@ -158,14 +202,15 @@ class ScoreCache:
         """Folder of the entries of the current :data:`SCORE_FORMAT`."""
         return self.root / "scores" / f"v{SCORE_FORMAT}"
 
-    def model_folder(self, identity: str) -> Path:
-        """Folder holding every entry of one model (all revisions and settings)."""
+    def model_folder(self, identity: str, endpoint: str | None = None) -> Path:
+        """Folder holding every entry of one model from one endpoint (all revisions and settings)."""
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", identity.split(":", 1)[-1])[-60:].strip("_.") or "model"
-        return self.folder / f"{name}-{_digest(identity)[:12]}"
+        where = identity if endpoint is None else [identity, normalize_endpoint(endpoint)]
+        return self.folder / f"{name}-{_digest(where)[:12]}"
 
     def path_for(self, key: dict[str, Any]) -> Path:
         """Where the entry for ``key`` is stored."""
-        return self.model_folder(key["model"]) / f"{_digest(key)[:32]}.json"
+        return self.model_folder(key["model"], key.get("endpoint")) / f"{_digest(key)[:32]}.json"
 
     # ---- reading -------------------------------------------------------
     def _load(self, path: Path) -> dict[str, Any] | None:
@@ -210,19 +255,35 @@ class ScoreCache:
             return None
         return entry["result"]
 
-    def latest(self, identity: str, settings: ScoreSettings) -> tuple[dict[str, Any], str] | None:
-        """The newest result for a model with these settings, whatever its revision.
+    def latest(
+        self, identity: str, settings: ScoreSettings, *, endpoint: str | None = None, revision: str | None = None
+    ) -> tuple[dict[str, Any], str] | None:
+        """The newest result for a model with these settings, from this endpoint.
 
         Used for hub models that are no longer in the Hugging Face cache (and
-        cannot be downloaded): their commit hash is unknown, so any revision
-        scored before is accepted. Returns ``(result, revision)`` or ``None``.
+        cannot be downloaded). Only entries of the same ``endpoint`` count: a
+        score read from a mirror or a test server is never passed off as the
+        Hub's, nor the other way round.
+
+        Parameters
+        ----------
+        identity, settings, endpoint
+            As for :func:`make_key` (``endpoint`` is required for hub identities).
+        revision
+            Only an entry of this revision (e.g. the commit the Hugging Face cache
+            names); ``None``: any revision scored before.
+
+        Returns
+        -------
+        tuple or None
+            ``(result, revision)`` of the newest matching entry, or ``None``.
         """
-        folder = self.model_folder(identity)
+        want = make_key(identity, "", settings, endpoint=endpoint)
+        folder = self.model_folder(identity, want.get("endpoint"))
         try:
             paths = sorted(folder.glob("*.json"))
         except OSError:
             return None
-        want = make_key(identity, "", settings)
         best: tuple[str, dict[str, Any], str] | None = None
         for path in paths:
             entry = self._load(path)
@@ -231,6 +292,8 @@ class ScoreCache:
             key = entry["key"]
             if {**key, "revision": ""} != want or path != self.path_for(key):
                 continue
+            if revision is not None and key["revision"] != revision:
+                continue
             created = str(entry.get("created", ""))
             if best is None or created > best[0]:
                 best = (created, entry["result"], str(key["revision"]))
@@ -238,7 +301,15 @@ class ScoreCache:
 
     # ---- writing -------------------------------------------------------
     def put(self, key: dict[str, Any], result: dict[str, Any]) -> Path | None:
-        """Store ``result`` under ``key`` atomically; returns the path, or ``None`` on failure."""
+        """Store ``result`` under ``key`` atomically; returns the path, or ``None`` on failure.
+
+        Raises
+        ------
+        ValueError
+            If ``key`` is a hub model's without an endpoint (see :func:`make_key`).
+        """
+        if str(key.get("model", "")).startswith("hub:") and not key.get("endpoint"):
+            raise ValueError(f"{key['model']}: a hub entry needs its endpoint in the key")
         # Plain JSON types only, as they will be read back; key order is kept (outputs list
         # fields in that order), while the checksum is over the sorted form.
         result = json.loads(json.dumps(result, allow_nan=True))

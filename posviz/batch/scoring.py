@@ -6,8 +6,10 @@ For every model, a score comes from the first of:
    Hugging Face cache, local files' sizes and times, package version);
 2. the checkpoint itself (local path, packaged model, or Hugging Face cache), after
    which the score is stored in the score cache;
-3. the score cache, any revision, for a hub model that is no longer in the Hugging
-   Face cache (no network needed);
+3. the score cache, for a hub model that is no longer in the Hugging Face cache (no
+   network needed): only entries from the same Hub endpoint (``HF_ENDPOINT``), and
+   of the commit the Hugging Face cache still names for the id (``refs/main``, or
+   the ``@revision`` given) when it names one; otherwise the newest such entry;
 4. the Hub: only ``config.json`` and the one weight file holding the position table
    are downloaded (huggingface_hub shows a progress bar).
 
@@ -18,13 +20,15 @@ offline run with missing checkpoints fails at once with one line naming all of t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from posviz.batch.cache import ScoreCache, ScoreSettings, make_key, source_identity
+from posviz.batch.cache import ScoreCache, ScoreSettings, current_endpoint, source_key
 from posviz.errors import SourceError
+from posviz.util.endpoints import is_default_endpoint
 
 How = Literal["synthetic", "local", "hf-cache", "score-cache", "download"]
 
@@ -128,13 +132,65 @@ def _is_hub_spec(spec: str) -> bool:
     return bool(revision) or packaged_model_path(repo_id) is None
 
 
-def _latest_score(cache: ScoreCache, spec: str, settings: ScoreSettings) -> tuple[dict[str, Any], str] | None:
-    """Newest cached score of a hub id; for ``id@revision``, only one scored at that revision."""
-    repo_id, _, revision = spec.partition("@")
-    hit = cache.latest(f"hub:{repo_id}", settings)
-    if hit is not None and revision and hit[1] != revision:
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def cached_commit(repo_id: str, revision: str | None = None) -> str | None:
+    """The commit a hub revision stands for, as far as the local Hugging Face cache knows.
+
+    Parameters
+    ----------
+    repo_id
+        Hub id ``org/name``.
+    revision
+        Branch, tag or commit hash; ``None`` for ``main``.
+
+    Returns
+    -------
+    str or None
+        ``revision`` itself if it is a full commit hash; else the commit that the
+        cache's ``refs/<revision>`` names (written by every download, and kept when
+        the files themselves are gone); else ``None``. Never touches the network.
+    """
+    if revision and _COMMIT.fullmatch(revision):
+        return revision
+    from huggingface_hub.file_download import repo_folder_name
+
+    from posviz.read.sources import hf_cache_dir
+
+    try:
+        ref = Path(hf_cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model") / "refs" / (revision or "main")
+        text = ref.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return hit
+    return text if _COMMIT.fullmatch(text) else None
+
+
+def hub_provenance(repo_id: str, commit: str | None, endpoint: str) -> str:
+    """The ``source`` of a hub model's score row: ``hub org/name@commit``, plus the endpoint unless it is the Hub's."""
+    where = "" if is_default_endpoint(endpoint) else f" from {endpoint}"
+    return f"hub {repo_id}@{commit or 'unknown'}{where}"
+
+
+def _cached_score(cache: ScoreCache, ids: Sequence[str], settings: ScoreSettings) -> dict[str, Any] | None:
+    """A cached score row of a hub model (``ids``: its spec and aliases) from this endpoint, or ``None``.
+
+    If the Hugging Face cache names the commit of any of the ids (or a full commit
+    hash is given), only that commit's entry is taken; a ``@revision`` it cannot
+    resolve matches nothing. The row's provenance is the entry's key, not what the
+    stored row says.
+    """
+    endpoint = current_endpoint()
+    specs = [(repo_id, revision) for repo_id, _, revision in (i.partition("@") for i in ids)]
+    known = next((c for c in (cached_commit(r, rev or None) for r, rev in specs) if c is not None), None)
+    if known is None and any(rev for _, rev in specs):
+        return None
+    for repo_id, _ in specs:
+        hit = cache.latest(f"hub:{repo_id}", settings, endpoint=endpoint, revision=known)
+        if hit is not None:
+            result, commit = hit
+            return {**result, "source": hub_provenance(repo_id, commit, endpoint), "revision": commit}
+    return None
 
 
 def plan_scores(requests: Iterable[ModelRequest], settings: ScoreSettings, cache: ScoreCache | None) -> list[Plan]:
@@ -157,11 +213,9 @@ def plan_scores(requests: Iterable[ModelRequest], settings: ScoreSettings, cache
         if source is not None:
             plans.append(Plan(req, "hf-cache", source))
             continue
-        hit = None
-        if cache is not None:
-            hit = next((h for h in (_latest_score(cache, i, settings) for i in req.ids) if h is not None), None)
+        hit = None if cache is None else _cached_score(cache, req.ids, settings)
         if hit is not None:
-            plans.append(Plan(req, "score-cache", cached=hit[0], cached_revision=hit[1]))
+            plans.append(Plan(req, "score-cache", cached=hit, cached_revision=hit["revision"]))
         else:
             plans.append(Plan(req, "download"))
     return plans
@@ -175,6 +229,12 @@ def _compute(source_or_spec, settings: ScoreSettings) -> dict[str, Any]:
     return score_model(pe, normalize=settings.normalize, null_draws=settings.null_draws, seed=settings.seed).to_dict()
 
 
+def _provenance(source) -> dict[str, Any]:
+    """``model``, ``source`` and ``revision`` of a row scored from ``source`` (naming a non-default endpoint)."""
+    described = hub_provenance(source.repo_id, source.revision, current_endpoint()) if source.kind == "hub" else source.describe()
+    return {"model": source.label, "source": described, "revision": source.revision}
+
+
 def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> dict[str, Any]:
     """The score row of one planned model (reading or filling the score cache)."""
     from posviz.read.sources import resolve_source
@@ -185,15 +245,15 @@ def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> d
         assert plan.cached is not None
         return {**plan.cached, "score_cache": "hit"}
     source = plan.source if plan.source is not None else resolve_source(plan.request.spec)
+    provenance = _provenance(source)
     if cache is None:
-        return {**_compute(source, settings), "score_cache": "off"}
-    key = make_key(*source_identity(source), settings)
+        return {**_compute(source, settings), **provenance, "score_cache": "off"}
+    key = source_key(source, settings)
     hit = cache.get(key)
     if hit is not None:
         # The key is the weights, not the spelling: provenance comes from this source, not the one stored first.
-        provenance = {"model": source.label, "source": source.describe(), "revision": source.revision}
         return {**hit, **provenance, "score_cache": "hit"}
-    row = _compute(source, settings)
+    row = {**_compute(source, settings), **provenance}
     cache.put(key, row)
     return {**row, "score_cache": "stored"}
 

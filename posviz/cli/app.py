@@ -84,17 +84,33 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say how many bytes were fetched from each Hub file.")] = False,
+    full_download: Annotated[bool, typer.Option("--full-download", help="Download whole weight files from the Hub into the Hugging Face cache instead of the byte ranges needed (also: POSVIZ_FULL_DOWNLOAD=1).")] = False,
 ) -> None:
     """Analyse and visualise how transformer language models encode position.
 
     MODEL arguments accept a model folder, a .safetensors/.bin file, a Hugging Face
     hub id (org/name[@revision], read from the local cache first), or a synthetic
-    control: sinusoidal[:NxD], gaussian[:NxD][:SEED].
+    control: sinusoidal[:NxD], gaussian[:NxD][:SEED]. From the Hub, only the byte
+    ranges of the tensors read are fetched (see docs/hub-and-offline.md).
     """
     _state["debug"] = debug
     warnings.showwarning = _warning_line
+    from posviz.read import remote
+
+    remote.configure(full_download=full_download, verbose=verbose)
+    if verbose:
+        ctx.call_on_close(_fetch_summary)
+
+
+def _fetch_summary() -> None:
+    from posviz.read import remote
+
+    for stats in remote.STATS.values():
+        typer.echo(stats.summary(), err=True)
 
 
 app.command("heatmap", no_args_is_help=True)(heatmap.command)

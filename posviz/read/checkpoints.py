@@ -5,13 +5,16 @@ only those rows); bfloat16, which numpy lacks, is decoded from the file's
 documented byte layout. ``.bin`` files go through
 ``torch.load(weights_only=True, mmap=True)``, so nothing in them is executed and
 only touched pages are read. Sharded checkpoints are resolved through their
-index so that only the shard holding a tensor is opened (or downloaded).
+index so that only the shard holding a tensor is opened (or fetched). Hub files
+missing from the local caches are read by HTTP byte ranges
+(:mod:`posviz.read.safetensors_ranges`, :mod:`posviz.read.torch_zip`).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+import sys
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -136,10 +139,22 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def _open_weight_file(path: Path):
-    if path.suffix == ".safetensors":
-        return _SafetensorsFile(path)
-    return _TorchFile(path)
+def _open_weight_file(source: Source, filename: str):
+    where = source.locate(filename)
+    if isinstance(where, Path):
+        return _SafetensorsFile(where) if where.suffix == ".safetensors" else _TorchFile(where)
+    # A Hub file read by byte ranges (posviz.read.remote).
+    if filename.endswith(".safetensors"):
+        from posviz.read.safetensors_ranges import RemoteSafetensors
+
+        return RemoteSafetensors(where)
+    from posviz.read.torch_zip import RemoteTorchZip, is_zip
+
+    if is_zip(where):
+        return RemoteTorchZip(where)
+    print(f"posviz: {filename} of {source.label} is a legacy (non-zip) PyTorch file, which cannot be read by ranges: "
+          "downloading it whole", file=sys.stderr)
+    return _TorchFile(source.fetch(filename))
 
 
 class Checkpoint:
@@ -177,7 +192,7 @@ class Checkpoint:
     def _file(self, filename: str):
         if filename not in self._files:
             try:
-                self._files[filename] = _open_weight_file(self.source.fetch(filename))
+                self._files[filename] = _open_weight_file(self.source, filename)
             except CheckpointError as e:
                 raise CheckpointError(f"{self.source.label}: {e.message}", e.hint) from None
         return self._files[filename]
@@ -228,6 +243,9 @@ class Checkpoint:
             raise CheckpointError(f"{self.source.label}: tensor {name} has dtype {dtype}, not a floating-point type")
         try:
             with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are reported by the caller
-                return np.asarray(f.read(name, rows), dtype=np.float64)
+                out = np.asarray(f.read(name, rows), dtype=np.float64)
+            if hasattr(f, "commit"):  # a Hub file read by ranges: keep the slices, now that they decoded
+                f.commit()
+            return out
         except CheckpointError as e:
             raise CheckpointError(f"{self.source.label}: {e.message}", e.hint) from None

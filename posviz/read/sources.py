@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from posviz.errors import SourceError
+from posviz.read.hub_errors import OFFLINE_HINT as _OFFLINE_HINT
+from posviz.read.hub_errors import hub_error as _hub_error
 from posviz.read.runs import RunCheckpoint, run_checkpoint, run_reference
 
 SourceKind = Literal["dir", "file", "run", "package", "hub"]
@@ -33,8 +35,6 @@ WEIGHT_FILES: tuple[str, ...] = (
     "pytorch_model.bin",
 )
 WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth")
-
-_OFFLINE_HINT = "run once online to fill the Hugging Face cache, or pass a local path"
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,28 @@ class Source:
             raise SourceError(f"{self.spec}: file {filename} is missing")
         self._fetched[filename] = path
         return path
+
+    def locate(self, filename: str) -> Path | Any:
+        """A local path of weight file ``filename``, or a :class:`~posviz.read.remote.HubFile` to read by ranges.
+
+        Hub files missing from the local Hugging Face cache are not downloaded:
+        only the byte ranges read are fetched (and kept in the slice store, see
+        :mod:`posviz.read.slices`), unless ``--full-download`` or
+        ``POSVIZ_FULL_DOWNLOAD=1`` asks for whole files.
+        """
+        if filename in self._fetched:
+            return self._fetched[filename]
+        if self.kind != "hub" or not self.repo_id or (self.root / filename).is_file():
+            return self.fetch(filename)
+        cached = _cached_file(self.repo_id, filename, self.revision)
+        if cached is not None:
+            return cached
+        from posviz.read.remote import HubFile, full_download_wanted
+
+        if full_download_wanted():
+            return self.fetch(filename)
+        offline = hub_unavailable_reason() is not None
+        return HubFile(self.repo_id, self.revision or "main", filename, hub_endpoint(), offline)
 
 
 def _read_config(path: Path, spec: str) -> dict[str, Any]:
@@ -268,20 +290,6 @@ def ensure_hub_reachable(repo_id: str, what: str = "", timeout: float = 3.0) -> 
         raise SourceError(f"{repo_id}: {what or 'needed files are'} not in the local Hugging Face cache and {reason}", _OFFLINE_HINT)
 
 
-def _hub_error(repo_id: str, err: Exception) -> SourceError:
-    from huggingface_hub import errors
-
-    if isinstance(err, errors.GatedRepoError):
-        return SourceError(f"{repo_id} is gated on the Hugging Face Hub", "accept its licence on the Hub and log in with `hf auth login`")
-    if isinstance(err, errors.RepositoryNotFoundError):
-        return SourceError(f"{repo_id} does not exist on the Hugging Face Hub (or is private)", "check the id, or log in for private models")
-    if isinstance(err, errors.RevisionNotFoundError):
-        return SourceError(f"{repo_id}: revision not found on the Hub")
-    if isinstance(err, errors.EntryNotFoundError):
-        return SourceError(f"{repo_id}: file not found on the Hub: {err}")
-    return SourceError(f"{repo_id}: download failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", _OFFLINE_HINT)
-
-
 def _hub_download(repo_id: str, filename: str, revision: str | None) -> Path:
     cached = _cached_file(repo_id, filename, revision)
     if cached is not None:
@@ -299,13 +307,18 @@ def cached_hub_source(spec: str) -> Source | None:
     """A hub model (``org/name[@revision]``) from the local Hugging Face cache only.
 
     Returns ``None``, without touching the network, unless the cache holds its
-    ``config.json`` and at least one weight file.
+    ``config.json`` and at least one weight file, whole or as slices fetched
+    earlier (the posviz slice store, :mod:`posviz.read.slices`).
     """
+    from posviz.read.slices import SliceStore
+
     repo_id, _, revision = spec.partition("@")
     cfg = _cached_file(repo_id, "config.json", revision or None)
     if cfg is None:
         return None
-    files = [name for name in WEIGHT_FILES if _cached_file(repo_id, name, revision or None) is not None]
+    commit, endpoint = cfg.parent.name, hub_endpoint()
+    files = [name for name in WEIGHT_FILES if _cached_file(repo_id, name, revision or None) is not None
+             or SliceStore.find(endpoint, repo_id, commit, name) is not None]
     if not files:
         return None
     return Source(spec, "hub", cfg.parent, files, _read_config(cfg, spec), cfg.parent.name, repo_id)

@@ -1,8 +1,10 @@
-"""A progress bar on stderr for loops over several models or layers."""
+"""Progress bars on stderr: for loops over several models or layers, and for bytes fetched."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -27,3 +29,22 @@ def progress(items: Sequence[T], description: str) -> Iterator[T]:
             bar.update(task, description=f"{description} {item}")
             yield item
             bar.advance(task)
+
+
+@contextlib.contextmanager
+def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None]]:
+    """A bar on stderr counting bytes, when stderr is a terminal; yields ``advance(n)``.
+
+    Like :func:`progress`, the bar (rich) disappears when done. Off a terminal
+    nothing is drawn and ``advance`` does nothing.
+    """
+    if not sys.stderr.isatty() or total <= 0:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn, TransferSpeedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)

@@ -1,7 +1,8 @@
 """Hermetic tests: no test reads or writes the user's home, posviz cache or HF cache.
 
 A home folder is planted with a stale posviz score cache (valid-looking entries
-with absurd numbers for the eight ALBERT ids) and a stale HF cache (a tiny ALBERT
+with absurd numbers for the eight ALBERT ids, scored against the real Hub's
+endpoint as a user's would be) and a stale HF cache (a tiny ALBERT
 under ``albert/albert-base-v2``). Tests that would change if they saw either (page
 counts of reports, ``--plot-vs-glue`` with nothing available) are run by a second
 pytest with ``HOME``, ``XDG_CACHE_HOME``, ``HF_HOME`` and ``POSVIZ_CACHE_DIR``
@@ -54,12 +55,14 @@ def _stale_row(repo_id: str, null_draws: int) -> dict:
 
 def _plant(home: Path, albert_folder: Path) -> None:
     from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
+    from posviz.util.endpoints import DEFAULT_ENDPOINT
 
     cache = ScoreCache(home / ".cache" / "posviz")
     for size, version in WEIGHTS:
         repo_id = hub_id(size, version)
         for draws in (0, 2, 10):  # the settings the sensitive tests use
-            assert cache.put(make_key(f"hub:{repo_id}", "0" * 40, ScoreSettings(null_draws=draws)), _stale_row(repo_id, draws))
+            key = make_key(f"hub:{repo_id}", "0" * 40, ScoreSettings(null_draws=draws), endpoint=DEFAULT_ENDPOINT)
+            assert cache.put(key, _stale_row(repo_id, draws))
     populate_hf_cache(home / ".cache" / "huggingface" / "hub", hub_id("base", "v2"), albert_folder)
 
 
@@ -112,6 +115,7 @@ def test_planted_cache_would_be_read_without_the_isolation(tmp_path, monkeypatch
     for name, value in _environment(home).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)  # the stale entries are the real Hub's
     others = [hub_id(*k) for k in WEIGHTS if k != ("base", "v2")]
     cmp = toeplitzness_vs_performance(others, settings=ScoreSettings(), cache=ScoreCache(), progress_label=None)
     ref = cmp.points[cmp.points["kind"] == "reference"]
@@ -127,7 +131,7 @@ def test_cache_sensitive_tests_pass_against_a_planted_stale_home(tmp_path, tiny_
     assert sum(p.endswith(".json") for p in before) >= 3 * len(WEIGHTS)
 
     env = {k: v for k, v in os.environ.items() if k not in {"MPLCONFIGDIR", "TORCH_HOME", "HF_DATASETS_CACHE",
-                                                            "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HUB_OFFLINE"}}
+                                                            "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HF_HUB_OFFLINE", "HF_ENDPOINT"}}
     env.update(_environment(home))
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "inner"), *SENSITIVE]
     res = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -20,8 +20,11 @@ from posviz.batch.cache import CacheWarning, ScoreCache, ScoreSettings, cache_di
 RESULT = {"model": "org/m", "toeplitzness": 0.75, "toeplitzness_offdiag": 0.5, "null_mean": float("nan"), "rows": [0, 512]}
 
 
-def _key(revision="abc", **settings):
-    return make_key("hub:org/m", revision, ScoreSettings(**settings))
+HUB = "https://huggingface.co"
+
+
+def _key(revision="abc", endpoint=HUB, **settings):
+    return make_key("hub:org/m", revision, ScoreSettings(**settings), endpoint=endpoint)
 
 
 def test_cache_dir_precedence(monkeypatch, tmp_path):
@@ -45,7 +48,7 @@ def test_roundtrip_and_key_sensitivity(tmp_path):
     assert got["toeplitzness"] == 0.75 and math.isnan(got["null_mean"]) and got["rows"] == [0, 512]
     # Any part of the key changes the entry.
     for other in (_key("def"), _key(normalize="cosine"), _key(null_draws=3), _key(seed=1), _key(positions="0:128"), _key(table="encoder"),
-                  make_key("hub:org/other", "abc", ScoreSettings())):
+                  make_key("hub:org/other", "abc", ScoreSettings(), endpoint=HUB), _key(endpoint="http://127.0.0.1:8000")):
         assert c.get(other) is None
     assert ScoreSettings.normalize_positions("2:") == "2:" and ScoreSettings.normalize_positions(None) is None
     assert ScoreSettings.normalize_positions(slice(0, 128)) == "0:128"
@@ -113,15 +116,15 @@ def test_latest_any_revision(tmp_path):
     time.sleep(0.01)
     c.put(_key("new"), {**RESULT, "toeplitzness": 0.2})
     c.put(_key("newest-other-settings", seed=5), {**RESULT, "toeplitzness": 0.3})
-    result, revision = c.latest("hub:org/m", ScoreSettings())
+    result, revision = c.latest("hub:org/m", ScoreSettings(), endpoint=HUB)
     assert revision == "new" and result["toeplitzness"] == 0.2
-    assert c.latest("hub:org/m", ScoreSettings(seed=5))[1] == "newest-other-settings"
-    assert c.latest("hub:org/none", ScoreSettings()) is None
+    assert c.latest("hub:org/m", ScoreSettings(seed=5), endpoint=HUB)[1] == "newest-other-settings"
+    assert c.latest("hub:org/none", ScoreSettings(), endpoint=HUB) is None
     # A corrupt newer entry is skipped (with a warning), the valid one is used.
     newest = c.put(_key("corrupt"), {**RESULT, "toeplitzness": 0.4})
     _corrupt_truncate(newest)
     with pytest.warns(CacheWarning):
-        assert c.latest("hub:org/m", ScoreSettings())[1] == "new"
+        assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB)[1] == "new"
 
 
 def test_interrupted_write_keeps_the_old_entry(tmp_path, monkeypatch):
@@ -147,7 +150,7 @@ def test_unwritable_cache_warns_and_goes_on(tmp_path):
     c = ScoreCache(blocker)
     with pytest.warns(CacheWarning, match="could not write the score cache"):
         assert c.put(_key(), RESULT) is None
-    assert c.get(_key()) is None and c.latest("hub:org/m", ScoreSettings()) is None
+    assert c.get(_key()) is None and c.latest("hub:org/m", ScoreSettings(), endpoint=HUB) is None
 
 
 def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path):
@@ -179,7 +182,7 @@ def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path):
 
         builtins.open = slow_open
         c = ScoreCache({str(tmp_path)!r})
-        key = make_key("hub:org/m", "abc", ScoreSettings())
+        key = make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co")
         big = ["x" * 200] * 2000  # ~400 kB per entry: the kill lands mid-write often
         i = 0
         print("ready", flush=True)
@@ -198,7 +201,7 @@ def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path):
 
         with warnings.catch_warnings():
             warnings.simplefilter("error", CacheWarning)  # a corrupt entry would raise here
-            got = c.get(make_key("hub:org/m", "abc", ScoreSettings()))
+            got = c.get(make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co"))
         assert got is None or (0 <= got["toeplitzness"] < 1 and len(got["padding"]) == 2000)
 
 
@@ -226,3 +229,91 @@ def test_temporaries_of_killed_writers_are_cleaned_up(tmp_path):
     c.put(_key(), RESULT)
     assert not old.exists() and young.exists()  # a young one may belong to a running writer
     assert c.get(_key())["toeplitzness"] == 0.75
+
+
+# ---- hub entries are keyed by endpoint ----------------------------------------------
+MIRROR = "http://127.0.0.1:8000"
+
+
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("https://huggingface.co", HUB),
+        ("HTTPS://HuggingFace.co:443/", HUB),
+        ("https://user:secret@huggingface.co/?x=1#f", HUB),
+        ("http://127.0.0.1:8000/", MIRROR),
+        ("http://127.0.0.1:80", "http://127.0.0.1"),
+        ("https://mirror.example:8443/hf/", "https://mirror.example:8443/hf"),
+        ("http://[::1]:9000", "http://[::1]:9000"),
+    ],
+)
+def test_endpoint_normalisation(url, expected):
+    from posviz.util.endpoints import is_default_endpoint, normalize_endpoint
+
+    assert normalize_endpoint(url) == expected
+    assert is_default_endpoint(url) == (expected == HUB)
+
+
+def test_hub_keys_need_an_endpoint_and_spell_it_one_way(tmp_path):
+    with pytest.raises(ValueError, match="endpoint is required"):
+        make_key("hub:org/m", "abc", ScoreSettings())
+    with pytest.raises(ValueError, match="only for hub models"):
+        make_key("path:/x", "files-1", ScoreSettings(), endpoint=HUB)
+    assert "endpoint" not in make_key("path:/x", "files-1", ScoreSettings())  # local keys are unchanged
+    key = _key(endpoint="http://user:pw@127.0.0.1:8000/")
+    assert key == _key(endpoint=MIRROR) and key["endpoint"] == MIRROR
+    c = ScoreCache(tmp_path)
+    assert "pw" not in c.put(key, RESULT).read_text()
+    bare = {k: v for k, v in _key().items() if k != "endpoint"}
+    with pytest.raises(ValueError, match="needs its endpoint"):
+        c.put(bare, RESULT)
+
+
+def test_endpoints_are_never_mixed(tmp_path):
+    c = ScoreCache(tmp_path)
+    c.put(_key("mirror-commit", endpoint=MIRROR), {**RESULT, "toeplitzness": 0.1})
+    assert c.get(_key("mirror-commit")) is None
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB) is None
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint=MIRROR + "/") == (c.get(_key("mirror-commit", endpoint=MIRROR)), "mirror-commit")
+    c.put(_key("hub-commit"), {**RESULT, "toeplitzness": 0.2})
+    result, revision = c.latest("hub:org/m", ScoreSettings(), endpoint=HUB)
+    assert revision == "hub-commit" and result["toeplitzness"] == 0.2
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint=MIRROR)[1] == "mirror-commit"
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint="http://127.0.0.1:8001") is None
+    with pytest.raises(ValueError):
+        c.latest("hub:org/m", ScoreSettings())
+
+
+def test_latest_of_one_revision(tmp_path):
+    c = ScoreCache(tmp_path)
+    c.put(_key("old"), {**RESULT, "toeplitzness": 0.1})
+    time.sleep(0.01)
+    c.put(_key("new"), {**RESULT, "toeplitzness": 0.2})
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB, revision="old")[0]["toeplitzness"] == 0.1
+    assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB, revision="other") is None
+
+
+def _write_format_2_entry(root: Path) -> Path:
+    """An entry exactly as the format-2 cache wrote it: its key has no endpoint."""
+    key = {"format": 2, "model": "hub:org/m", "revision": "0" * 40, **vars(ScoreSettings())}
+    path = root / "scores" / "v2" / f"org_m-{cache_mod._digest('hub:org/m')[:12]}" / f"{cache_mod._digest(key)[:32]}.json"
+    path.parent.mkdir(parents=True)
+    entry = {"magic": cache_mod._MAGIC, "created": "2024-01-01T00:00:00+00:00", "key": key, "result": RESULT,
+             "sha256": cache_mod._digest({"key": key, "result": RESULT})}
+    path.write_text(json.dumps(entry))
+    return path
+
+
+def test_format_2_entries_are_ignored_and_left_in_place(tmp_path):
+    c = ScoreCache(tmp_path)
+    old = _write_format_2_entry(tmp_path)
+    before = (old.read_bytes(), old.stat().st_mtime_ns)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # not read at all, so not warned about
+        assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB) is None
+        assert c.get(_key("0" * 40)) is None
+        c.put(_key("0" * 40), {**RESULT, "toeplitzness": 0.3})
+        assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB)[0]["toeplitzness"] == 0.3
+    assert (old.read_bytes(), old.stat().st_mtime_ns) == before

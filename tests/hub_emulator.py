@@ -1,0 +1,312 @@
+"""A local emulator of the Hugging Face Hub's HTTP API, for tests and benchmarks.
+
+It serves model folders under hub ids with the routes huggingface_hub uses to
+resolve and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info
+with ``sha`` and ``siblings``), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
+(``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
+``Range`` answered with ``206``), and the endpoint root that posviz probes.
+Every request and every body byte sent is counted, a bandwidth cap can be set,
+and fault switches let tests play a server that ignores ``Range``, a file that
+changes under the reader, or a connection dropped mid-range.
+
+From a script::
+
+    from tests.hub_emulator import HubEmulator
+
+    hub = HubEmulator(rate=50e6)          # cap: 50 MB/s (None: no cap)
+    hub.add("org/model", "path/to/folder")
+    hub.start()                           # os.environ["HF_ENDPOINT"] = hub.endpoint
+    ...
+    print(hub.bytes_sent, hub.ranges("org/model", "model.safetensors"))
+    hub.stop()
+
+or ``python -m tests.hub_emulator ROOT [--port P] [--rate BYTES_PER_S]`` to serve
+every ``ROOT/org/name`` folder (holding ``config.json``) as ``org/name``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_CHUNK = 64 * 1024
+
+
+@dataclass
+class Request:
+    """One request the emulator answered."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int = 0
+    sent: int = 0  # body bytes
+    span: tuple[int, int] | None = None  # byte range of the file sent (stop exclusive)
+    repo_id: str | None = None
+    filename: str | None = None
+
+
+@dataclass
+class Faults:
+    """Switches that make the emulator misbehave (all off by default)."""
+
+    ignore_range: bool = False  # answer Range requests with 200 and the whole file
+    change_etag: bool = False  # a different ETag on every file response
+    drop_ranges: int = 0  # drop this many ranged responses halfway (then answer normally)
+    extra: dict = field(default_factory=dict)
+
+
+class HubEmulator:
+    """Serve model folders under hub ids; count requests and bytes.
+
+    Parameters
+    ----------
+    rate
+        Bandwidth cap for response bodies in bytes per second, shared by all
+        connections (``None``: as fast as possible).
+    port
+        Port on 127.0.0.1 (0: any free port).
+    """
+
+    def __init__(self, rate: float | None = None, port: int = 0) -> None:
+        self.repos: dict[str, dict] = {}
+        self.gated: set[str] = set()
+        self.requests: list[Request] = []
+        self.faults = Faults()
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._next_free = 0.0  # when the capped link is free again
+        self._etag_counter = 0
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the real Hub
+
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def do_HEAD(self) -> None:
+                hub._handle(self, body=False)
+
+            def do_GET(self) -> None:
+                hub._handle(self, body=True)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    # ---- serving -------------------------------------------------------------
+    def add(self, repo_id: str, folder: str | Path) -> str:
+        """Serve every file of ``folder`` as ``repo_id``; returns the commit hash."""
+        files = {p.name: p for p in sorted(Path(folder).iterdir()) if p.is_file()}
+        digest = hashlib.sha1(repo_id.encode())
+        etags = {}
+        for name, p in files.items():
+            h = hashlib.sha256(p.read_bytes()).hexdigest()
+            etags[name] = h
+            digest.update(name.encode() + h.encode())
+        sha = digest.hexdigest()
+        self.repos[repo_id] = {"sha": sha, "files": files, "etags": etags}
+        return sha
+
+    def start(self) -> HubEmulator:
+        """Serve in a background thread; returns ``self``."""
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> HubEmulator:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- what was asked for --------------------------------------------------
+    @property
+    def bytes_sent(self) -> int:
+        """Body bytes sent so far, all requests together."""
+        return sum(r.sent for r in self.requests)
+
+    def file_bytes(self, repo_id: str, filename: str | None = None) -> int:
+        """Body bytes sent for files of ``repo_id`` (or one of them)."""
+        return sum(r.sent for r in self._file_requests(repo_id, filename))
+
+    def downloads(self, repo_id: str) -> list[str]:
+        """File names fetched with GET for ``repo_id`` (once per request)."""
+        return [r.filename for r in self._file_requests(repo_id, None)]
+
+    def ranges(self, repo_id: str, filename: str) -> list[tuple[int, int]]:
+        """Byte spans of ``filename`` sent by GET requests, in order (stop exclusive)."""
+        return [r.span for r in self._file_requests(repo_id, filename) if r.span is not None]
+
+    def reset(self) -> None:
+        """Forget the requests seen so far."""
+        self.requests.clear()
+
+    def _file_requests(self, repo_id: str, filename: str | None) -> list[Request]:
+        return [r for r in self.requests if r.method == "GET" and r.repo_id == repo_id and r.filename is not None
+                and (filename is None or r.filename == filename)]
+
+    # ---- handlers ------------------------------------------------------------
+    def _throttle(self, n: int) -> None:
+        if not self.rate:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next_free)
+            self._next_free = start + n / self.rate
+            wait = self._next_free - now
+        time.sleep(max(wait, 0.0))
+
+    def _send(self, h, req: Request, status: int, data: bytes = b"", headers: dict | None = None, body: bool = True) -> None:
+        req.status = status
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        if body and data:
+            h.wfile.write(data)
+            req.sent += len(data)
+
+    def _handle(self, h, body: bool) -> None:
+        path = unquote(urlparse(h.path).path)
+        req = Request(h.command, path, h.headers.get("Range"))
+        with self._lock:
+            self.requests.append(req)
+        if path in ("", "/"):
+            return self._send(h, req, 200, b"ok", body=body)
+        if path.startswith("/api/models/"):
+            repo_id = path[len("/api/models/"):].split("/revision/")[0].rstrip("/")
+            return self._model_info(h, req, repo_id, body)
+        if "/resolve/" in path:
+            repo_id, _, tail = path.lstrip("/").partition("/resolve/")
+            _, _, filename = tail.partition("/")
+            req.repo_id, req.filename = repo_id, filename
+            return self._file(h, req, repo_id, filename, body)
+        return self._send(h, req, 404, b"not found", body=body)
+
+    def _missing(self, h, req: Request, repo_id: str, body: bool) -> bool:
+        if repo_id in self.gated:
+            self._send(h, req, 403, b'{"error":"gated"}', {"X-Error-Code": "GatedRepo", "X-Error-Message": "gated"}, body)
+            return True
+        if repo_id not in self.repos:
+            headers = {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}
+            self._send(h, req, 404, b'{"error":"Repository not found"}', headers, body)
+            return True
+        return False
+
+    def _model_info(self, h, req: Request, repo_id: str, body: bool) -> None:
+        if self._missing(h, req, repo_id, body):
+            return
+        repo = self.repos[repo_id]
+        siblings = [{"rfilename": f, "size": p.stat().st_size} for f, p in repo["files"].items()]
+        info = {"id": repo_id, "modelId": repo_id, "sha": repo["sha"], "siblings": siblings, "private": False}
+        self._send(h, req, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
+
+    def _etag(self, repo: dict, filename: str) -> str:
+        if self.faults.change_etag:
+            with self._lock:
+                self._etag_counter += 1
+                return f'"changed-{self._etag_counter}"'
+        return f'"{repo["etags"][filename]}"'
+
+    def _file(self, h, req: Request, repo_id: str, filename: str, body: bool) -> None:
+        if self._missing(h, req, repo_id, body):
+            return
+        repo = self.repos[repo_id]
+        path = repo["files"].get(filename)
+        if path is None:
+            headers = {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}
+            return self._send(h, req, 404, b"", headers, body)
+        size = path.stat().st_size
+        headers = {"X-Repo-Commit": repo["sha"], "ETag": self._etag(repo, filename), "Accept-Ranges": "bytes",
+                   "Content-Type": "application/octet-stream"}
+        start, stop, status = 0, size, 200
+        m = _RANGE.match(req.range or "")
+        if m and not self.faults.ignore_range and (m.group(1) or m.group(2)):
+            if m.group(1):
+                start = int(m.group(1))
+                stop = min(int(m.group(2)) + 1, size) if m.group(2) else size
+            else:  # bytes=-N: the last N bytes
+                start = max(size - int(m.group(2)), 0)
+            if start >= size or start >= stop:
+                headers["Content-Range"] = f"bytes */{size}"
+                return self._send(h, req, 416, b"", headers, body)
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
+        self._stream(h, req, path, status, headers, start, stop, body)
+
+    def _stream(self, h, req: Request, path: Path, status: int, headers: dict, start: int, stop: int, body: bool) -> None:
+        req.status = status
+        h.send_response(status)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(stop - start))
+        h.end_headers()
+        if not body:
+            return
+        drop = False
+        if status == 206 and self.faults.drop_ranges > 0:
+            with self._lock:
+                drop, self.faults.drop_ranges = True, self.faults.drop_ranges - 1
+        req.span = (start, stop)
+        end = start + (stop - start) // 2 if drop else stop
+        with open(path, "rb") as f:
+            f.seek(start)
+            pos = start
+            while pos < end:
+                chunk = f.read(min(_CHUNK, end - pos))
+                if not chunk:
+                    break
+                self._throttle(len(chunk))
+                try:
+                    h.wfile.write(chunk)
+                except OSError:  # the client went away
+                    h.close_connection = True
+                    return
+                pos += len(chunk)
+                req.sent += len(chunk)
+        if drop:
+            req.span = (start, pos)
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve ``ROOT/org/name`` folders until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--rate", type=float, default=None, help="bandwidth cap in bytes/s")
+    args = parser.parse_args(argv)
+    hub = HubEmulator(rate=args.rate, port=args.port)
+    for cfg in sorted(args.root.glob("*/*/config.json")):
+        hub.add(f"{cfg.parent.parent.name}/{cfg.parent.name}", cfg.parent)
+    with hub:
+        print(f"HF_ENDPOINT={hub.endpoint}  ({len(hub.repos)} repos)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
