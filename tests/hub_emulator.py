@@ -23,7 +23,8 @@ From a script::
     hub.stop()
 
 or ``python -m tests.hub_emulator ROOT [--port P] [--rate BYTES_PER_S]`` to serve
-every ``ROOT/org/name`` folder (holding ``config.json``) as ``org/name``.
+every ``ROOT/org/name`` folder (holding ``config.json``) as ``org/name``, and every
+``ROOT/org/name@REV`` folder as branch ``REV`` of ``org/name``.
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ class HubEmulator:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve ``ROOT/org/name`` folders until interrupted."""
+    """Serve ``ROOT/org/name`` (and ``ROOT/org/name@REV``) folders until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     hub = HubEmulator(rate=args.rate, port=args.port)
     for cfg in sorted(args.root.glob("*/*/config.json")):
-        hub.add(f"{cfg.parent.parent.name}/{cfg.parent.name}", cfg.parent)
+        name, _, revision = cfg.parent.name.partition("@")
+        hub.add(f"{cfg.parent.parent.name}/{name}", cfg.parent, revision=revision or "main")
     with hub:
         print(f"HF_ENDPOINT={hub.endpoint}  ({len(hub.repos)} repos)", flush=True)
         try:
