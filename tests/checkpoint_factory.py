@@ -96,11 +96,13 @@ def build_tiny_checkpoint(
     return folder
 
 
-def populate_hf_cache(cache_dir: str | Path, repo_id: str, model_folder: str | Path, *, commit: str | None = None) -> str:
+def populate_hf_cache(cache_dir: str | Path, repo_id: str, model_folder: str | Path, *, commit: str | None = None,
+                      revision: str = "main") -> str:
     """Copy a model folder into a Hugging Face hub cache as if downloaded.
 
     Files are stored as blobs and linked from ``snapshots/<commit>/`` exactly as
-    huggingface_hub does; ``refs/main`` names the commit. Returns the commit hash.
+    huggingface_hub does; ``refs/<revision>`` (``refs/main`` by default) names the
+    commit. Returns the commit hash.
     """
     cache_dir = Path(cache_dir)
     model_folder = Path(model_folder)
@@ -125,7 +127,9 @@ def populate_hf_cache(cache_dir: str | Path, repo_id: str, model_folder: str | P
         if link.exists() or link.is_symlink():
             link.unlink()
         link.symlink_to(Path("../../blobs") / blob.name if link.parent == snap else blob)
-    (repo / "refs" / "main").write_text(commit)
+    ref = repo / "refs" / revision
+    ref.parent.mkdir(parents=True, exist_ok=True)  # a branch name may hold "/"
+    ref.write_text(commit)
     return commit
 
 

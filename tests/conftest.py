@@ -100,15 +100,15 @@ def tiny_checkpoints(tmp_path_factory):
 
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
-    """An empty, isolated HF cache; offline. Returns ``add(repo_id, folder) -> commit``."""
+    """An empty, isolated HF cache; offline. Returns ``add(repo_id, folder[, commit, revision]) -> commit``."""
     cache = tmp_path / "hf-home" / "hub"
     cache.mkdir(parents=True)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
-    def add(repo_id: str, folder: Path, commit: str | None = None) -> str:
-        return populate_hf_cache(cache, repo_id, folder, commit=commit)
+    def add(repo_id: str, folder: Path, commit: str | None = None, revision: str = "main") -> str:
+        return populate_hf_cache(cache, repo_id, folder, commit=commit, revision=revision)
 
     add.cache_dir = cache  # type: ignore[attr-defined]
     return add

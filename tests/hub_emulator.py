@@ -1,8 +1,9 @@
 """A local emulator of the Hugging Face Hub's HTTP API, for tests and benchmarks.
 
-It serves model folders under hub ids with the routes huggingface_hub uses to
-resolve and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info
-with ``sha`` and ``siblings``), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
+It serves model folders under hub ids, each under one or more revisions
+(branches; ``main`` unless told), with the routes huggingface_hub uses to resolve
+and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info with
+``sha`` and ``siblings``; ``{rev}`` a branch or a commit), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
 (``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
 Every request and every body byte sent is counted, a bandwidth cap can be set,
@@ -15,13 +16,15 @@ From a script::
 
     hub = HubEmulator(rate=50e6)          # cap: 50 MB/s (None: no cap)
     hub.add("org/model", "path/to/folder")
+    hub.add("org/model", "path/to/older", revision="step_20k")  # another branch
     hub.start()                           # os.environ["HF_ENDPOINT"] = hub.endpoint
     ...
     print(hub.bytes_sent, hub.ranges("org/model", "model.safetensors"))
     hub.stop()
 
 or ``python -m tests.hub_emulator ROOT [--port P] [--rate BYTES_PER_S]`` to serve
-every ``ROOT/org/name`` folder (holding ``config.json``) as ``org/name``.
+every ``ROOT/org/name`` folder (holding ``config.json``) as ``org/name``, and every
+``ROOT/org/name@REV`` folder as branch ``REV`` of ``org/name``.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ class HubEmulator:
     """
 
     def __init__(self, rate: float | None = None, port: int = 0) -> None:
-        self.repos: dict[str, dict] = {}
+        self.repos: dict[str, dict[str, dict]] = {}  # repo id -> revision (branch) -> {sha, files, etags}
         self.gated: set[str] = set()
         self.requests: list[Request] = []
         self.faults = Faults()
@@ -106,18 +109,28 @@ class HubEmulator:
         self._thread: threading.Thread | None = None
 
     # ---- serving -------------------------------------------------------------
-    def add(self, repo_id: str, folder: str | Path) -> str:
-        """Serve every file of ``folder`` as ``repo_id``; returns the commit hash."""
+    def add(self, repo_id: str, folder: str | Path, revision: str = "main") -> str:
+        """Serve every file of ``folder`` as ``repo_id`` at branch ``revision``; returns the commit hash.
+
+        Adding several revisions of one repo serves each under its own branch name
+        and commit; adding one again replaces it.
+        """
         files = {p.name: p for p in sorted(Path(folder).iterdir()) if p.is_file()}
-        digest = hashlib.sha1(repo_id.encode())
+        digest = hashlib.sha1(repo_id.encode() + (b"" if revision == "main" else b"@" + revision.encode()))
         etags = {}
         for name, p in files.items():
             h = hashlib.sha256(p.read_bytes()).hexdigest()
             etags[name] = h
             digest.update(name.encode() + h.encode())
         sha = digest.hexdigest()
-        self.repos[repo_id] = {"sha": sha, "files": files, "etags": etags}
+        self.repos.setdefault(repo_id, {})[revision] = {"sha": sha, "files": files, "etags": etags}
         return sha
+
+    def _revision(self, repo_id: str, revision: str | None) -> dict | None:
+        """The files of ``repo_id`` at a branch name or commit hash (``None``: main)."""
+        branches = self.repos.get(repo_id, {})
+        revision = revision or "main"
+        return branches.get(revision) or next((b for b in branches.values() if b["sha"] == revision), None)
 
     def start(self) -> HubEmulator:
         """Serve in a background thread; returns ``self``."""
@@ -185,23 +198,24 @@ class HubEmulator:
             req.sent += len(data)
 
     def _handle(self, h, body: bool) -> None:
-        path = unquote(urlparse(h.path).path)
+        raw = urlparse(h.path).path  # split before unquoting: a revision may hold an escaped "/"
+        path = unquote(raw)
         req = Request(h.command, path, h.headers.get("Range"))
         with self._lock:
             self.requests.append(req)
         if path in ("", "/"):
             return self._send(h, req, 200, b"ok", body=body)
-        if path.startswith("/api/models/"):
-            repo_id = path[len("/api/models/"):].split("/revision/")[0].rstrip("/")
-            return self._model_info(h, req, repo_id, body)
-        if "/resolve/" in path:
-            repo_id, _, tail = path.lstrip("/").partition("/resolve/")
-            _, _, filename = tail.partition("/")
-            req.repo_id, req.filename = repo_id, filename
-            return self._file(h, req, repo_id, filename, body)
+        if raw.startswith("/api/models/"):
+            repo_id, _, revision = raw[len("/api/models/"):].partition("/revision/")
+            return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body)
+        if "/resolve/" in raw:
+            repo_id, _, tail = raw.lstrip("/").partition("/resolve/")
+            revision, _, filename = tail.partition("/")
+            req.repo_id, req.filename = unquote(repo_id), unquote(filename)
+            return self._file(h, req, req.repo_id, unquote(revision), req.filename, body)
         return self._send(h, req, 404, b"not found", body=body)
 
-    def _missing(self, h, req: Request, repo_id: str, body: bool) -> bool:
+    def _missing(self, h, req: Request, repo_id: str, body: bool, revision: str | None = None) -> bool:
         if repo_id in self.gated:
             self._send(h, req, 403, b'{"error":"gated"}', {"X-Error-Code": "GatedRepo", "X-Error-Message": "gated"}, body)
             return True
@@ -209,12 +223,16 @@ class HubEmulator:
             headers = {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}
             self._send(h, req, 404, b'{"error":"Repository not found"}', headers, body)
             return True
+        if self._revision(repo_id, revision) is None:
+            headers = {"X-Error-Code": "RevisionNotFound", "X-Error-Message": f"Invalid rev id: {revision or 'main'}"}
+            self._send(h, req, 404, b'{"error":"Invalid rev id"}', headers, body)
+            return True
         return False
 
-    def _model_info(self, h, req: Request, repo_id: str, body: bool) -> None:
-        if self._missing(h, req, repo_id, body):
+    def _model_info(self, h, req: Request, repo_id: str, revision: str | None, body: bool) -> None:
+        if self._missing(h, req, repo_id, body, revision):
             return
-        repo = self.repos[repo_id]
+        repo = self._revision(repo_id, revision)
         siblings = [{"rfilename": f, "size": p.stat().st_size} for f, p in repo["files"].items()]
         info = {"id": repo_id, "modelId": repo_id, "sha": repo["sha"], "siblings": siblings, "private": False}
         self._send(h, req, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
@@ -226,10 +244,10 @@ class HubEmulator:
                 return f'"changed-{self._etag_counter}"'
         return f'"{repo["etags"][filename]}"'
 
-    def _file(self, h, req: Request, repo_id: str, filename: str, body: bool) -> None:
-        if self._missing(h, req, repo_id, body):
+    def _file(self, h, req: Request, repo_id: str, revision: str, filename: str, body: bool) -> None:
+        if self._missing(h, req, repo_id, body, revision):
             return
-        repo = self.repos[repo_id]
+        repo = self._revision(repo_id, revision)
         path = repo["files"].get(filename)
         if path is None:
             headers = {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}
@@ -290,7 +308,7 @@ class HubEmulator:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve ``ROOT/org/name`` folders until interrupted."""
+    """Serve ``ROOT/org/name`` (and ``ROOT/org/name@REV``) folders until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
@@ -298,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     hub = HubEmulator(rate=args.rate, port=args.port)
     for cfg in sorted(args.root.glob("*/*/config.json")):
-        hub.add(f"{cfg.parent.parent.name}/{cfg.parent.name}", cfg.parent)
+        name, _, revision = cfg.parent.name.partition("@")
+        hub.add(f"{cfg.parent.parent.name}/{name}", cfg.parent, revision=revision or "main")
     with hub:
         print(f"HF_ENDPOINT={hub.endpoint}  ({len(hub.repos)} repos)", flush=True)
         try:

@@ -46,6 +46,10 @@ def _parse_steps(text: str | None) -> list[int] | None:
     return steps
 
 
+def _parse_revisions(text: str | None) -> list[str] | None:
+    return None if text is None else [r.strip() for r in text.split(",")]
+
+
 def trajectory_table(rows: list[dict]) -> str:
     """A plain text table: one line per checkpoint, grouped by series."""
     from posviz.util.format import score
@@ -63,8 +67,9 @@ def trajectory_table(rows: list[dict]) -> str:
 
 
 def command(
-    sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint) and/or hub ids whose name carries the step (org/name-step_20k).", show_default=False)],
-    steps: Annotated[str | None, typer.Option("--steps", metavar="S1,S2,...", help="Steps of the ids, one per id in order (for names without a step; 20k = 20000).")] = None,
+    sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint), RUN@STEP (one of them) and/or hub ids whose name carries the step (org/name-step_20k); with --revisions, one hub id.", show_default=False)],
+    revisions: Annotated[str | None, typer.Option("--revisions", metavar="R1,R2,...", help="Revisions (branches, tags, commits) of the one hub id SOURCE, each a checkpoint; steps from their names (step_20k, step-20000, 20k) or --steps.")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", metavar="S1,S2,...", help="Steps of the ids (or of the --revisions), one per id in order (for names without a step; 20k = 20000).")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the rows on stdout.")] = OutputFormat.table,
     output: Annotated[list[Path] | None, typer.Option("--output", "-o", help="Rows (.txt/.csv/.json) and/or the figure (.png/.pdf/.svg); repeatable.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the figure here (.png/.pdf/.svg).")] = None,
@@ -82,13 +87,17 @@ def command(
 
     Rows have the fields of `posviz toeplitzness --format json` plus series and step.
     Examples: posviz trajectory runs/abs --plot abs.png;
-    posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv
+    posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
+    posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
     """
     from posviz.batch.cache import ScoreCache, ScoreSettings
-    from posviz.compare.series import series_points, series_rows
+    from posviz.compare.series import revision_points, series_points, series_rows
 
     figures, texts = _outputs(output, plot)
-    points = series_points(sources, _parse_steps(steps))
+    if revisions is not None:
+        points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
+    else:
+        points = series_points(sources, _parse_steps(steps))
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
     rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
     if missing:

@@ -1,9 +1,11 @@
 """Checkpoint series: Toeplitzness of E_P along training steps (``posviz trajectory``).
 
-A series is a ``posviz train`` run folder (every kept complete checkpoint, by step)
-or the hub ids that share a name once their step is removed (MultiBERTs:
-``google/multiberts-seed_0-step_20k`` ... ``-step_2000k``). :func:`series_points`
-turns the command-line sources into :class:`SeriesPoint` objects, :func:`series_rows`
+A series is a ``posviz train`` run folder (every kept complete checkpoint, by step;
+``RUN@STEP`` gives one of them), the hub ids that share a name once their step is
+removed (MultiBERTs: ``google/multiberts-seed_0-step_20k`` ... ``-step_2000k``), or
+the revisions of one hub repository named by step (``--revisions step_20k,...``,
+scored as ``org/name@step_20k``). :func:`series_points` and :func:`revision_points`
+turn the command-line sources into :class:`SeriesPoint` objects, :func:`series_rows`
 scores them through :func:`posviz.batch.scoring.score_models` (score cache, offline
 planning) and returns rows sorted by step, and :func:`series_band` gives the mean
 and sd over series at their common steps. See ARCHITECTURE.md.
@@ -22,8 +24,11 @@ from posviz.errors import OptionError, SourceError
 if TYPE_CHECKING:
     from posviz.batch.cache import ScoreCache, ScoreSettings
 
-_STEP_IN_NAME = re.compile(r"step_(\d+)(k?)")
-_STEP_PART = re.compile(r"[-_.]?step_\d+k?")
+# ``step_20k``, ``step-20000``, ``step1000`` anywhere in a name (the last one counts) ...
+_STEP_IN_NAME = re.compile(r"(?<![a-z])step[_-]?(\d+)(k?)", re.IGNORECASE)
+_STEP_PART = re.compile(r"[-_.]?(?<![a-z])step[_-]?\d+k?", re.IGNORECASE)
+# ... or a name that is only a step: ``20k``, ``20000`` (a revision named by its step).
+_BARE_STEP = re.compile(r"(\d+)(k?)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,27 @@ class SeriesPoint:
     step: int
 
 
+def parse_step(name: str) -> int | None:
+    """The step a name carries, or ``None``.
+
+    ``…step_20k`` → 20000, ``…step-20000`` → 20000, ``step1000`` → 1000 (the last
+    such part counts; ``k`` = ×1000), or a name that is only a step: ``20k``, ``20000``.
+    """
+    found = _STEP_IN_NAME.findall(name)
+    if found:
+        digits, k = found[-1]
+    elif (bare := _BARE_STEP.fullmatch(name)) is not None:
+        digits, k = bare.groups()
+    else:
+        return None
+    return int(digits) * (1000 if k else 1)
+
+
 def step_from_name(name: str) -> int | None:
     """The step a hub id's name carries (``step_20k`` → 20000, ``step_0`` → 0), or ``None``.
 
-    Only the repository name is read (not the organisation nor a ``@revision``). A
-    local ``checkpoint-N`` folder carries ``N``.
+    Only the repository name is read (not the organisation nor a ``@revision``), by
+    the rules of :func:`parse_step`. A local ``checkpoint-N`` folder carries ``N``.
     """
     from pathlib import Path
 
@@ -60,12 +81,7 @@ def step_from_name(name: str) -> int | None:
             return checkpoint_step(Path(name).expanduser())
         except ValueError:
             pass
-    repo = name.partition("@")[0].rsplit("/", 1)[-1]
-    found = _STEP_IN_NAME.findall(repo)
-    if not found:
-        return None
-    digits, k = found[-1]
-    return int(digits) * (1000 if k else 1)
+    return parse_step(name.partition("@")[0].rsplit("/", 1)[-1])
 
 
 def series_name(name: str) -> str:
@@ -108,30 +124,40 @@ def _run_points(run: str) -> list[SeriesPoint]:
     return points
 
 
+def _run_step_point(spec: str, run: str, step: str) -> SeriesPoint:
+    """``RUN@STEP``: that one kept checkpoint, in the series of its run."""
+    from posviz.read.runs import run_checkpoint
+
+    chosen = run_checkpoint(run, step, spec=spec)
+    return SeriesPoint(str(chosen.folder), chosen.run, chosen.step)
+
+
 def series_points(sources: Sequence[str], steps: Sequence[int] | None = None) -> list[SeriesPoint]:
     """Command-line sources as checkpoints with a series and a step, sorted by step, then series.
 
     Parameters
     ----------
     sources
-        ``posviz train`` run folders and/or hub ids (or checkpoint folders) whose name
-        carries the step (``step_(\\d+)(k?)``).
+        ``posviz train`` run folders (every kept checkpoint), ``RUN@STEP`` (that
+        checkpoint), and/or hub ids (or checkpoint folders) whose name carries the
+        step (:func:`parse_step`).
     steps
-        One step per source that is not a run folder, in order, for names without a
-        step (``--steps``); overrides the steps in the names.
+        One step per source that is neither a run folder nor ``RUN@STEP``, in order,
+        for names without a step (``--steps``); overrides the steps in the names.
 
     Raises
     ------
     OptionError
-        ``steps`` does not give one step per id, or some ids carry no step and no
-        ``steps`` were given (naming them).
+        ``steps`` does not give one step per id; some ids carry no step and no
+        ``steps`` were given (naming them); a series has two checkpoints of one step.
     SourceError
-        A run folder has no (complete) checkpoint.
+        A run folder has no (complete) checkpoint; ``RUN@STEP`` names a step the run
+        did not keep (or an incomplete one).
     """
     from posviz.read.runs import run_reference
 
-    runs = [s for s in sources if (ref := run_reference(s)) is not None and ref[1] is None]
-    ids = [s for s in sources if s not in runs]
+    refs = {s: run_reference(s) for s in sources}
+    ids = [s for s in sources if refs[s] is None]
     if steps is not None and len(steps) != len(ids):
         raise OptionError(f"--steps gives {len(steps)} step(s) for {len(ids)} id(s); give one step per id, in order")
     if steps is None:
@@ -139,11 +165,79 @@ def series_points(sources: Sequence[str], steps: Sequence[int] | None = None) ->
         if nameless:
             raise OptionError(f"no step in the name of {', '.join(nameless)}",
                               "name steps with --steps S1,S2,... (one per id), or use ids like org/name-step_20k")
-    points = [p for r in runs for p in _run_points(r)]
+    points = []
+    for s, ref in refs.items():
+        if ref is not None:
+            points.extend(_run_points(s) if ref[1] is None else [_run_step_point(s, *ref)])
     for i, s in enumerate(ids):
         step = steps[i] if steps is not None else step_from_name(s)
         points.append(SeriesPoint(s, _series_of(s), int(step)))
-    return sorted(points, key=lambda p: (p.step, p.series))
+    return _sorted_unique(points)
+
+
+def revision_points(sources: Sequence[str], revisions: Sequence[str], steps: Sequence[int] | None = None) -> list[SeriesPoint]:
+    """The revisions of one hub repository as a series (``--revisions``), sorted by step.
+
+    Each revision becomes the spec ``org/name@REV``, resolved like any hub id with a
+    revision (HF cache refs, then the Hub); the series is named after the repository.
+
+    Parameters
+    ----------
+    sources
+        Exactly one hub id, without ``@revision``.
+    revisions
+        Branches, tags or commits, one per checkpoint.
+    steps
+        One step per revision, in order (``--steps``); else each revision's name
+        must carry its step (:func:`parse_step`: ``step_20k``, ``step-20000``, ``20k``).
+
+    Raises
+    ------
+    OptionError
+        Not exactly one hub id; an empty or repeated revision; ``steps`` does not give
+        one step per revision; revisions without a step and no ``steps`` (naming them);
+        two revisions of one step.
+    """
+    from pathlib import Path
+
+    from posviz.read.sources import looks_like_hub_id
+
+    if len(sources) != 1:
+        raise OptionError(f"--revisions takes one hub id as SOURCE, got {len(sources)} sources",
+                          "give org/name once; its revisions are the checkpoints")
+    repo = sources[0]
+    if "@" in repo or not looks_like_hub_id(repo) or Path(repo).expanduser().exists():
+        raise OptionError(f"--revisions takes one hub id (org/name, without @revision) as SOURCE, not {repo}")
+    if not revisions or any(not r for r in revisions):
+        raise OptionError("--revisions: give revision names separated by commas, e.g. step_20k,step_40k")
+    repeated = sorted({r for r in revisions if revisions.count(r) > 1})
+    if repeated:
+        raise OptionError(f"--revisions names {', '.join(repeated)} more than once")
+    if steps is not None and len(steps) != len(revisions):
+        raise OptionError(f"--steps gives {len(steps)} step(s) for {len(revisions)} revision(s); "
+                          "give one step per revision, in order")
+    if steps is None:
+        nameless = [r for r in revisions if parse_step(r) is None]
+        if nameless:
+            raise OptionError(f"no step in the revision name of {', '.join(nameless)}",
+                              "name steps with --steps S1,S2,... (one per revision), or use revisions like step_20k")
+    chosen = steps if steps is not None else [parse_step(r) for r in revisions]
+    return _sorted_unique([SeriesPoint(f"{repo}@{r}", repo, int(t)) for r, t in zip(revisions, chosen, strict=True)])
+
+
+def _sorted_unique(points: list[SeriesPoint]) -> list[SeriesPoint]:
+    """Points sorted by step, then series, each once (``RUN`` and ``RUN@STEP`` overlap).
+
+    Two different checkpoints of one step in one series are refused: a series has one
+    value per step.
+    """
+    seen: dict[tuple[str, int], str] = {}
+    for p in points:
+        other = seen.setdefault((p.series, p.step), p.spec)
+        if other != p.spec:
+            raise OptionError(f"{p.series}: {other} and {p.spec} are both step {p.step}",
+                              "give each step of a series once (--steps can set them)")
+    return sorted(dict.fromkeys(points), key=lambda p: (p.step, p.series))
 
 
 def series_rows(
@@ -182,7 +276,10 @@ def series_rows(
     rows = []
     for row, req in zip(scored.rows, scored.requests, strict=True):
         p = by_request[id(req)]
-        rows.append({"model": row.get("model", p.spec), "series": p.series, "step": p.step,
+        model = row.get("model", p.spec)
+        if p.spec.startswith(f"{model}@"):  # a hub row is labelled by its repo; the revisions of a series differ
+            model = p.spec
+        rows.append({"model": model, "series": p.series, "step": p.step,
                      **{k: v for k, v in row.items() if k != "model"}})
     _check_positions(rows)
     rows.sort(key=lambda r: (r["step"], r["series"]))

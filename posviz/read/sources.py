@@ -334,7 +334,7 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
     try:
         info = HfApi(endpoint=hub_endpoint()).model_info(repo_id, revision=revision, timeout=10)
     except Exception as e:
-        raise _hub_error(repo_id, e) from None
+        raise _hub_error(f"{repo_id}@{revision}" if revision else repo_id, e) from None  # names a missing revision
     remote = {s.rfilename for s in (info.siblings or [])}
     files = [name for name in WEIGHT_FILES if name in remote]
     if "config.json" not in remote:
