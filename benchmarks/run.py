@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run.py            # all six, full size (about 20-30 min on 2 cores)
+    .venv/bin/python benchmarks/run.py            # all seven, full size (about 30-40 min on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller inputs, fewer repeats (a few minutes)
     .venv/bin/python benchmarks/run.py extract startup   # a selection
 
@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "train-step": ("bench_train_step.py", ["--size", "small", "--seq-len", "128", "--batch-size", "8", "--vocab-size", "8000"],
                    ["--size", "tiny", "--seq-len", "128", "--batch-size", "8", "--rounds", "3", "--steps", "2"]),
     "report": ("bench_report.py", ["--runs", "3"], ["--runs", "1"]),
+    "hub": ("bench_hub.py", ["--repeats", "3"], ["--quick"]),
 }
 
 
