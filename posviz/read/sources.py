@@ -269,7 +269,9 @@ def ensure_hub_reachable(repo_id: str, what: str = "", timeout: float = 3.0) -> 
 
 
 def _hub_error(repo_id: str, err: Exception) -> SourceError:
-    from huggingface_hub import errors
+    from posviz.util.compat import hub_errors
+
+    errors = hub_errors()
 
     if isinstance(err, errors.GatedRepoError):
         return SourceError(f"{repo_id} is gated on the Hugging Face Hub", "accept its licence on the Hub and log in with `hf auth login`")
