@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 from types import ModuleType
 from typing import Any
 
@@ -91,3 +92,14 @@ def trainer_resume_context() -> contextlib.AbstractContextManager:
 
     core = np._core if hasattr(np, "_core") else np.core  # numpy 2 renamed numpy.core
     return torch.serialization.safe_globals([core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))])
+
+
+def pin_mixed_precision(bf16: bool, fp16: bool) -> None:
+    """State this run's precision in ``ACCELERATE_MIXED_PRECISION`` before ``TrainingArguments`` is built.
+
+    transformers 4.x's ``TrainingArguments`` writes ``bf16``/``fp16`` there and
+    reads it back as the default of the next one, so a bf16 run would make a
+    later fp32 run of the same process train under bf16 autocast. posviz's
+    ``--precision`` decides, so the variable is set from it on every version.
+    """
+    os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16" if bf16 else "fp16" if fp16 else "no"
