@@ -1,13 +1,18 @@
-# posviz developer commands. `make demo` and `make test` each create .venv on a
-# fresh machine (torch 2.13.0 CPU wheel first, then posviz with its dev extras).
+# posviz developer commands. `make demo` and `make test` create their virtual environments on a
+# fresh machine (torch 2.13.0 CPU wheel first, then posviz with its dev extras). `make test` runs the
+# whole suite twice: in .venv (the newest transformers/huggingface_hub pip resolves) and in
+# .venv-oldest (the oldest supported pair, pinned in .ci/constraints-oldest.txt).
 PYTHON ?= python3
 VENV ?= .venv
+VENV_OLDEST ?= .venv-oldest
+OLDEST := .ci/constraints-oldest.txt
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.posviz-installed
+STAMP_OLDEST := $(VENV_OLDEST)/.posviz-installed
 DEMO_MODEL ?= sentence-transformers/all-MiniLM-L6-v2
 export MPLBACKEND ?= Agg
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup setup-oldest demo test test-newest test-oldest lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +20,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+$(STAMP_OLDEST): pyproject.toml $(OLDEST)
+	$(PYTHON) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install --quiet torch==2.13.0
+	$(VENV_OLDEST)/bin/python -m pip install --quiet -e '.[dev]' -c $(OLDEST)
+	touch $(STAMP_OLDEST)
+
 setup: $(STAMP)
+
+setup-oldest: $(STAMP_OLDEST)
 
 ## demo: the main job on the embedded default model (offline), outputs in reports/
 demo: export HF_HUB_OFFLINE ?= 1
@@ -31,9 +44,14 @@ demo: setup
 	$(BIN)/posviz heads $(DEMO_MODEL) --layers all -o reports/minilm-heads-all-layers.png -o reports/minilm-heads.json
 	cat reports/minilm-toeplitzness.txt
 
-## test: the whole test suite
-test: setup
+## test: the whole test suite on the newest and on the oldest supported transformers/huggingface_hub
+test: test-newest test-oldest
+
+test-newest: setup
 	$(BIN)/python -m pytest -q
+
+test-oldest: setup-oldest
+	$(VENV_OLDEST)/bin/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check posviz tests benchmarks
@@ -42,4 +60,4 @@ bench: setup
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV_OLDEST) .pytest_cache .ruff_cache .hypothesis

@@ -149,3 +149,25 @@ def isolate_hf_cache(mp, root: str | Path) -> None:
     mp.setenv("HF_HOME", str(home))
     mp.setenv("HF_HUB_CACHE", str(home / "hub"))
     mp.setenv("HF_HUB_OFFLINE", "1")
+
+
+def attention_scaling(attention: Any) -> float:
+    """The factor an HF attention module multiplies ``Q K^T`` by: its own ``scaling`` attribute (transformers 5).
+
+    transformers 4.x modules divide by ``sqrt(head width)`` inline instead; their head width is read from the module.
+    """
+    if hasattr(attention, "scaling"):
+        return attention.scaling
+    head = getattr(attention, "attention_head_size", None) or getattr(attention, "head_dim", None)
+    return (head or attention.dim // attention.n_heads) ** -0.5  # DistilBERT: dim, n_heads
+
+
+def rotary_inv_freq(config: Any) -> Any:
+    """The ``inv_freq`` buffer of the first rotary embedding of a model built from ``config`` (float64 numpy).
+
+    Read from the whole model because the rotary module's constructor changed between transformers 4 and 5.
+    """
+    from transformers import AutoModel
+
+    model = AutoModel.from_config(config)
+    return next(m.inv_freq for m in model.modules() if hasattr(m, "inv_freq")).double().numpy()

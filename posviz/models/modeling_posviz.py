@@ -29,11 +29,9 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
 from posviz.models.schemes import TisaScores, build_position_scores
+from posviz.util.compat import weight_init
 
-try:  # transformers >= 5: initialisers that skip weights loaded from a checkpoint
-    from transformers import initialization as init
-except ImportError:  # pragma: no cover - transformers 4.x
-    from torch.nn import init
+init = weight_init()  # transformers 5: initialisers that skip weights loaded from a checkpoint
 
 
 class PosvizEmbeddings(nn.Module):
@@ -190,6 +188,11 @@ class PosvizMLMHead(nn.Module):
         """``(B, n, hidden)`` -> logits ``(B, n, vocab)``."""
         return self.decoder(self.LayerNorm(self.activation(self.dense(hidden_states))))
 
+    def _tie_weights(self) -> None:
+        # transformers 4.x re-ties through this hook after loading (5.x reads _tied_weights_keys); checkpoints
+        # store the shared bias as predictions.bias, so the decoder takes that one
+        self.decoder.bias = self.bias
+
 
 class PosvizPreTrainedModel(PreTrainedModel):
     """Weight initialisation and Auto-class plumbing shared by the posviz models."""
@@ -200,8 +203,21 @@ class PosvizPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, PosvizMLMHead):
+        # Spelled out rather than left to PreTrainedModel._init_weights, which does this on transformers 5
+        # (same calls, same order, so the same weights for a seed) and nothing on transformers 4.
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, PosvizMLMHead):
             init.zeros_(module.bias)
         elif isinstance(module, PosvizEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1])[None])

@@ -9,7 +9,9 @@ OFFLINE_HINT = "run once online to fill the Hugging Face cache, or pass a local 
 
 def hub_error(repo_id: str, err: Exception) -> SourceError:
     """The :class:`~posviz.errors.SourceError` for an exception of huggingface_hub (one line, with a hint)."""
-    from huggingface_hub import utils as errors  # these names are in utils on huggingface_hub 0.x and later alike
+    from posviz.util.compat import hub_errors
+
+    errors = hub_errors()  # the module holding them differs between huggingface_hub 0.24 and later
 
     if isinstance(err, errors.GatedRepoError):
         return SourceError(f"{repo_id} is gated on the Hugging Face Hub", "accept its licence on the Hub and log in with `hf auth login`")

@@ -5,8 +5,9 @@ by ``p * theta_i``. Two identical unit-pair vectors ``k`` positions apart then
 score ``f(k) = a^2 sum_i cos(k theta_i)`` (``a``: the attention factor of
 YaRN-style scaling, else 1): the kernel the analysis shows. The inverse
 frequencies ``theta_i`` of every ``rope_type`` follow transformers'
-``ROPE_INIT_FUNCTIONS`` formula by formula, in float64 (the tests compare both).
-See ARCHITECTURE.md.
+``ROPE_INIT_FUNCTIONS`` formula by formula, in float64 (the tests compare both),
+as transformers 5 has them whichever version is installed (4.x's YaRN and
+LongRoPE differ; see docs/heads.md). See ARCHITECTURE.md.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     from posviz.train.data import prepare_run_data
     from posviz.train.options import model_config, precision_flags, training_arguments
     from posviz.train.processes import decided_by_main, main_first
+    from posviz.util.compat import trainer_resume_context, trainer_tokenizer_kwargs
 
     _quiet_transformers()
     flags, device = precision_flags(options.precision)
@@ -91,7 +92,7 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
         train_dataset=train_set,
         eval_dataset=eval_set,
         data_collator=MlmCollator(tokenizer, options.seed),
-        processing_class=tokenizer,
+        **trainer_tokenizer_kwargs(tokenizer),
         compute_metrics=masked_accuracy,
         preprocess_logits_for_metrics=argmax_logits,
         callbacks=make_callbacks(options.out, run_info, on_update),
@@ -102,7 +103,8 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     # -- train --
     start = time.perf_counter()
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        with trainer_resume_context():
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except OSError as e:
         if e.errno not in folder.WRITE_ERRNOS:
             raise

@@ -161,6 +161,9 @@ def training_arguments(options: TrainOptions, flags: dict[str, Any]):
     """
     from transformers import TrainingArguments
 
+    from posviz.util.compat import pin_mixed_precision
+
+    pin_mixed_precision(flags["bf16"], flags["fp16"])
     return TrainingArguments(
         output_dir=str(options.out),
         max_steps=options.steps,

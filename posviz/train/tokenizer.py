@@ -101,6 +101,7 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 8000, model_max_leng
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
         mask_token="[MASK]", model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,  # transformers 5's default, stated so that 4.x decodes alike (and does not warn)
     )
 
 

@@ -14,6 +14,7 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from tests.checkpoint_factory import attention_scaling
 
 runner = CliRunner()
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -52,7 +53,7 @@ def test_minilm_scores_equal_dense_computation_through_hf_bert(minilm_dir):
         x = model.embeddings.LayerNorm(model.embeddings.position_embeddings.weight)
         q, k = att.query(x).reshape(512, 12, 32), att.key(x).reshape(512, 12, 32)
     for h in (0, 2, 11):
-        a = (q[:, h] @ k[:, h].T).numpy() * att.scaling
+        a = (q[:, h] @ k[:, h].T).numpy() * attention_scaling(att)
         i, j = np.indices(a.shape)
         means = np.bincount((j - i + 511).ravel(), weights=a.ravel()) / (512 - np.abs(np.arange(-511, 512)))
         resid = np.sum((a - means[j - i + 511]) ** 2)

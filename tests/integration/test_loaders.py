@@ -131,7 +131,7 @@ def test_low_precision_checkpoints_score_in_float64(tiny_checkpoints, dtype, rel
 def test_bf16_slice_decoding_matches_torch(tiny_checkpoints):
     folder = tiny_checkpoints("roberta", dtype="bfloat16")
     pe = load_position_embeddings(str(folder), positions="3:9")
-    model = AutoModel.from_pretrained(folder, dtype=torch.bfloat16)
+    model = AutoModel.from_pretrained(folder)  # bf16 weights, kept or widened exactly to float32 (by version)
     ref = model.embeddings.position_embeddings.weight.detach().to(torch.float64).numpy()
     np.testing.assert_array_equal(pe.matrix, ref[2 + 3 : 2 + 9])
 

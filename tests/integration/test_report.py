@@ -281,7 +281,7 @@ def test_sigint_during_rendering_leaves_no_partial_file(tmp_path, minilm_dir):
             time.sleep(0.005)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-        if out.read_bytes() != old and len(PdfReader(out).pages) == 5:
+        if proc.returncode == 0 and out.read_bytes() != old and len(PdfReader(out).pages) > 1:
             # On a loaded machine the signal can come after the complete report was renamed into place
             # (a finished run, not a partial file): try again.
             continue

@@ -13,7 +13,7 @@ from posviz.errors import OptionError, UnsupportedModelError  # noqa: E402
 from posviz.extract.registry import open_heads  # noqa: E402
 from posviz.positional_scores import PositionalScores  # noqa: E402
 from posviz.schemes import alibi, rope  # noqa: E402
-from tests.checkpoint_factory import TINY_CONFIGS  # noqa: E402
+from tests.checkpoint_factory import TINY_CONFIGS, rotary_inv_freq  # noqa: E402
 
 
 def _save(model_type: str, folder, **cfg):
@@ -107,35 +107,29 @@ def test_bloom_model_heads_are_exactly_toeplitz(tiny_checkpoints):
 
 # ---- RoPE -------------------------------------------------------------------
 def test_rope_frequencies_match_llama(tmp_path):
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
     cfg = AutoConfig.for_model("llama", **{**TINY_CONFIGS["llama"], "rope_theta": 50000.0})
     spec = rope.rope_spec(cfg.to_dict())
-    np.testing.assert_allclose(spec.inv_freq, LlamaRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(spec.inv_freq, rotary_inv_freq(cfg), rtol=1e-6)
     assert spec.theta == 50000.0 and spec.rotary_dim == 8
 
 
 def test_rope_partial_rotary_matches_gpt_neox():
-    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
-
     cfg = AutoConfig.for_model(
         "gpt_neox", hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
         vocab_size=64, rotary_pct=0.25, rotary_emb_base=500000, bos_token_id=0, eos_token_id=0,
     )
     spec = rope.rope_spec(cfg.to_dict())
     assert spec.head_dim == 16 and spec.rotary_dim == 4 and spec.theta == 500000
-    np.testing.assert_allclose(spec.inv_freq, GPTNeoXRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(spec.inv_freq, rotary_inv_freq(cfg), rtol=1e-6)
 
 
 def test_rope_llama3_scaling_goes_through_hf():
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-
     scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 32}
     cfg = AutoConfig.for_model("llama", **{**TINY_CONFIGS["llama"], "rope_scaling": scaling})
     spec = rope.rope_spec(cfg.to_dict())
     assert spec.rope_type == "llama3"
-    np.testing.assert_allclose(spec.inv_freq, LlamaRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(spec.inv_freq, rotary_inv_freq(cfg), rtol=1e-6)
 
 
 def test_rope_gptj_rotary_dim_matches_hf_tables():
@@ -147,8 +141,8 @@ def test_rope_gptj_rotary_dim_matches_hf_tables():
 
 
 def test_rope_kernel_is_the_logit_of_rotated_constant_vectors():
-    """q_i . k_j for constant (all-ones) q and k rotated by HF's apply_rotary_pos_emb."""
-    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding, apply_rotary_pos_emb
+    """q_i . k_j for constant (all-ones) q and k rotated as GPT-NeoX rotates them: HF's frequencies and rotate_half."""
+    from transformers.models.gpt_neox.modeling_gpt_neox import rotate_half
 
     cfg = AutoConfig.for_model(
         "gpt_neox", hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
@@ -156,12 +150,12 @@ def test_rope_kernel_is_the_logit_of_rotated_constant_vectors():
     )
     spec = rope.rope_spec(cfg.to_dict())
     n = 33
-    emb = GPTNeoXRotaryEmbedding(cfg)
-    x = torch.ones(1, 1, n, spec.head_dim, dtype=torch.float64)
-    cos, sin = emb(x, torch.arange(n)[None])
-    rot = spec.rotary_dim
-    q, _ = apply_rotary_pos_emb(x[..., :rot], x[..., :rot], cos.double(), sin.double())
-    logits = (q[0, 0] @ q[0, 0].T).numpy()  # each rotated pair (1, 1) has |pair|^2 = 2
+    # cos/sin as every transformers release builds them (its apply_rotary_pos_emb's signature changed in 5)
+    angles = torch.outer(torch.arange(n, dtype=torch.float64), torch.from_numpy(rotary_inv_freq(cfg)))
+    cos, sin = torch.cat([angles, angles], dim=-1).cos(), torch.cat([angles, angles], dim=-1).sin()
+    x = torch.ones(n, spec.rotary_dim, dtype=torch.float64)
+    q = x * cos + rotate_half(x) * sin
+    logits = (q @ q.T).numpy()  # each rotated pair (1, 1) has |pair|^2 = 2
     kernel = PositionalScores.from_offsets(rope.kernel_offsets(spec.inv_freq, n)).matrix(0)
     np.testing.assert_allclose(logits, 2 * kernel, atol=1e-5)
 

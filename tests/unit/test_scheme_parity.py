@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
 
 from posviz.extract.absolute import AbsoluteHeads  # noqa: E402
 from posviz.models.schemes import AlibiScores, T5Scores, TupeScores  # noqa: E402
@@ -122,7 +123,17 @@ SCALINGS = {
 }
 
 
-@pytest.mark.parametrize("name", list(SCALINGS))
+# posviz follows transformers 5's formulas. transformers 4.x computes YaRN with max_position_embeddings as the
+# original length (ignoring mscale, mscale_all_dim and truncate), reads LongRoPE's original length only at the
+# top level of the config, and has no "proportional": those cases are checked on transformers 5 only.
+TRANSFORMERS_5_ONLY = {"yarn", "yarn-untruncated", "yarn-mscale", "yarn-attention", "longrope", "proportional"}
+BEFORE_5 = int(transformers.__version__.split(".")[0]) < 5
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.skipif(BEFORE_5 and name in TRANSFORMERS_5_ONLY, reason="transformers 4.x formula differs"))
+    for name in SCALINGS
+])
 def test_rope_frequencies_equal_transformers_rope_init_functions(name):
     from transformers import AutoConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -138,16 +149,16 @@ def test_rope_frequencies_equal_transformers_rope_init_functions(name):
 
 def test_rope_default_frequencies_equal_the_rotary_embedding_of_llama_and_gpt_neox():
     from transformers import AutoConfig
-    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from tests.checkpoint_factory import rotary_inv_freq
 
     cfg = AutoConfig.for_model("llama", **LLAMA, rope_theta=500000.0)
-    np.testing.assert_allclose(rope.rope_spec(cfg.to_dict()).inv_freq, LlamaRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(rope.rope_spec(cfg.to_dict()).inv_freq, rotary_inv_freq(cfg), rtol=1e-6)
     cfg = AutoConfig.for_model("gpt_neox", hidden_size=64, num_attention_heads=4, num_hidden_layers=1, intermediate_size=64,
                                vocab_size=64, rotary_pct=0.5, bos_token_id=0, eos_token_id=0)
     spec = rope.rope_spec(cfg.to_dict())
     assert spec.rotary_dim == 8
-    np.testing.assert_allclose(spec.inv_freq, GPTNeoXRotaryEmbedding(cfg).inv_freq.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(spec.inv_freq, rotary_inv_freq(cfg), rtol=1e-6)
 
 
 def test_an_unknown_rope_type_is_refused():
