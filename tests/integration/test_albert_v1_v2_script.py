@@ -64,6 +64,11 @@ def test_v1_and_v2_runs_for_two_seeds_write_every_number(script, train_corpus, t
     trajectories = {(r["variant"], r["step"]): r for r in doc["trajectories"]}
     assert sorted(trajectories) == [("v1", 0), ("v1", 2), ("v2", 0), ("v2", 2), ("v2", 4)]
     assert doc["settings"]["variants"][0] == {"name": "v1", "dropout": 0.1, "train_fraction": 0.5, "steps": 2}
+    # the headline variant's null and excess are logged, and the excess is (R² − null)/(1 − null)
+    last = evals[-1]
+    assert last["excess_ep_offdiag"] == pytest.approx((last["toeplitzness_ep_offdiag"] - last["null_ep_offdiag"]) / (1 - last["null_ep_offdiag"]))
+    png = (out / "albert_v1_v2.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000
 
     # Rerun: finished runs are skipped and give the same tables; other settings are refused.
     capsys.readouterr()

@@ -48,8 +48,8 @@ def _report(out: Path, *models: str, epoch: str | None = EPOCH, extra: tuple[str
 
 
 def _expected_numbers(score) -> list[str]:
-    values = [score.toeplitzness, score.toeplitzness_offdiag, score.null_mean, score.null_std,
-              score.null_mean_offdiag, score.null_std_offdiag, score.excess, score.excess_offdiag]
+    values = [score.toeplitzness_offdiag, score.null_mean_offdiag, score.null_std_offdiag, score.excess_offdiag,  # headline first
+              score.toeplitzness, score.null_mean, score.null_std, score.excess]
     return [f"{round(v, 4) + 0.0:.4f}" for v in values]
 
 
@@ -102,7 +102,7 @@ def test_summary_numbers_equal_the_api_and_the_dense_reference(minilm_report, mi
     assert NUMBER.findall(summary) == _expected_numbers(ms.score)
     assert "512 × 384" in summary and "0–511" in summary
     full, offdiag = (dense_toeplitzness(ms.embeddings.matrix), dense_toeplitzness(ms.embeddings.matrix, True))
-    assert f"{full:.4f}" in NUMBER.findall(summary)[:1] and f"{offdiag:.4f}" in NUMBER.findall(summary)[1:2]
+    assert f"{offdiag:.4f}" == NUMBER.findall(summary)[0] and f"{full:.4f}" == NUMBER.findall(summary)[4]
     assert f"{full:.4f}" == "0.4742"
 
 
@@ -172,8 +172,8 @@ def test_two_models_side_by_side(tmp_path, minilm_dir, tiny_checkpoints):
     scores = [posviz.score_model(str(m)).score for m in (minilm_dir, roberta)]
     assert numbers == _expected_numbers(scores[0]) + _expected_numbers(scores[1])
     assert "2–41" in summary  # RoBERTa's 40 positions are stored rows 2..41
-    full = dense_toeplitzness(posviz.load_position_embeddings(str(roberta)).matrix)
-    assert numbers[8] == f"{round(full, 4) + 0.0:.4f}"
+    offdiag = dense_toeplitzness(posviz.load_position_embeddings(str(roberta)).matrix, True)
+    assert numbers[8] == f"{round(offdiag, 4) + 0.0:.4f}"
     outline = pdf_outline(reader)
     children = [(t, p) for t, d, p in outline if d == 1]
     labels = [posviz.load_position_embeddings(str(m)).model for m in (minilm_dir, roberta)]
@@ -324,11 +324,11 @@ def test_heads_section_numbers_equal_the_heads_api(tmp_path, minilm_dir):
     for layer in (0, 5):
         text = reader.pages[pages[f"{label}: layer {layer}"]].extract_text()
         _, scores = heads.score(layer)
-        assert re.findall(r"T=(\d\.\d+)", text) == [f"{t:.3f}" for t in scores.toeplitzness]
+        assert re.findall(r"T=(\d\.\d+)", text) == [f"{t:.3f}" for t in scores.toeplitzness_offdiag]
         flat = re.sub(r"\s+", " ", text)
         assert "Conventions: input LN(E_P); LayerNorm embeddings.LayerNorm; Q/K biases on; scale 1/sqrt(32)" in flat
     matrix = reader.pages[pages[f"{label}: layer × head"]].extract_text()
-    grid = [f"{t:.2f}" for layer in range(6) for t in heads.score(layer)[1].toeplitzness]
+    grid = [f"{t:.2f}" for layer in range(6) for t in heads.score(layer)[1].toeplitzness_offdiag]
     assert re.findall(r"\b\d\.\d\d\b", matrix)[: len(grid)] == grid  # the annotated Toeplitzness panel, row by row
     methods = "".join(p.extract_text() for p in reader.pages[pages["Methods"] :])
     assert "Per-head positional attention" in methods and "exact mean of its Toeplitzness over all row permutations" in re.sub(r"\s+", " ", methods)
