@@ -297,7 +297,7 @@ def test_sigint_during_rendering_leaves_no_partial_file(tmp_path, minilm_dir):
 def test_python_api(tmp_path):
     out = posviz.build_report(["sinusoidal:48x8"], tmp_path / "api.pdf", null_draws=2, title="API")
     reader = PdfReader(io.BytesIO(out.read_bytes()))
-    assert reader.metadata.title == "API" and len(reader.pages) == 4
+    assert reader.metadata.title == "API" and len(reader.pages) == 5  # title, summary, P, methods (2 pages)
 
 
 def test_hub_model_source_names_the_commit(tmp_path, hf_cache, tiny_checkpoints):

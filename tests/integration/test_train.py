@@ -67,7 +67,11 @@ def test_run_folder_log_and_checkpoints(absolute_run):
     assert len(csv) == 4
     traj = load_trajectory(out)
     assert [t.step for t in traj] == [0, 6, 12]
-    assert traj[-1].toeplitzness == pytest.approx(last["toeplitzness_ep"]) and traj[-1].eval_loss == pytest.approx(last["eval_loss"])
+    off = ~np.eye(len(p), dtype=bool)  # the headline variant: the main diagonal left out of both sums
+    dense_off = 1 - ((p - toeplitz_projection(p))[off] ** 2).sum() / ((p[off] - p[off].mean()) ** 2).sum()
+    assert last["toeplitzness_ep_offdiag"] == pytest.approx(dense_off, rel=1e-9)
+    assert traj[-1].toeplitzness == pytest.approx(dense_off) and traj[-1].eval_loss == pytest.approx(last["eval_loss"])
+    assert load_trajectory(out, exclude_diagonal=False)[-1].toeplitzness == pytest.approx(dense)
     assert all(len(t) == 4 for t in traj)
     res = CliRunner().invoke(app, ["toeplitzness", str(out / "checkpoint-12"), "--format", "json", "--null-draws", "0"])
     assert res.exit_code == 0 and json.loads(res.stdout)[0]["toeplitzness"] == pytest.approx(dense, rel=1e-9)
