@@ -271,7 +271,7 @@ def test_sigint_during_rendering_leaves_no_partial_file(tmp_path, minilm_dir):
     """Ctrl-C while pages are being written: exit 130, the old report intact, no temporary file left."""
     old = b"%PDF old report"
     out = tmp_path / "report.pdf"
-    args = [sys.executable, "-m", "posviz", "report", str(minilm_dir), "sinusoidal:4096x256", "-o", str(out)]
+    args = [sys.executable, "-m", "posviz", "report", str(minilm_dir), "sinusoidal:4096x256", "gaussian:4096x256:1", "-o", str(out)]
     for _attempt in range(6):  # a loaded machine can miss the window; each miss is a finished, valid report
         out.write_bytes(old)
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
