@@ -67,8 +67,8 @@ def command(
     score: Annotated[list[str] | None, typer.Option("--score", metavar="MODEL=VALUE", help="Benchmark value of an extra model for --plot-vs-glue (repeatable).")] = None,
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without models that cannot be had offline (the figure says which).")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
-    run: Annotated[list[Path] | None, typer.Option("--run", metavar="RUN_DIR", help="With --plot-vs-glue: a `posviz train` run folder whose trajectory (Toeplitzness vs held-out metric per evaluation) goes on a second panel (repeatable).")] = None,
-    run_metric: Annotated[RunMetric, typer.Option("--run-metric", help="y axis of the --run panel: held-out masked-token accuracy or MLM loss.")] = RunMetric.accuracy,
+    run: Annotated[list[Path] | None, typer.Option("--run", metavar="RUN_DIR", help="With --plot-vs-glue: a `posviz train` run folder (repeatable). With `posviz finetune` results: its fine-tuned checkpoints (Toeplitzness vs mean downstream score) on a downstream panel; without: its trajectory (Toeplitzness vs held-out metric per evaluation) on a masked-LM panel.")] = None,
+    run_metric: Annotated[RunMetric, typer.Option("--run-metric", help="y axis of the masked-LM panel of --run runs without fine-tuning results: held-out masked-token accuracy or MLM loss.")] = RunMetric.accuracy,
 ) -> None:
     """Score how Toeplitz (translation-invariant) each model's P = E Eᵀ is.
 
@@ -138,6 +138,8 @@ def _plot_vs_glue(
     """ALBERT v1 → v2 (and extra models, and training runs) against a benchmark: figure, then table."""
     from posviz.cli.tables import comparison_table
     from posviz.compare.albert import parse_score_options, toeplitzness_vs_performance
+    from posviz.compare.downstream import run_downstream
+    from posviz.errors import PosvizError
     from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label, run_trajectory
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import plot_toeplitzness_vs_metric
@@ -149,18 +151,28 @@ def _plot_vs_glue(
 
         check_output_path(output, FIGURE_EXTENSIONS)
     scores = parse_score_options(score)
-    paths = [run_trajectory(r, metric=run_metric, label=str(r), exclude_diagonal=exclude_diagonal) for r in runs]  # bad runs fail before any scoring
+    # bad runs fail before any scoring; a fine-tuned run goes on the downstream panel, the others on the masked-LM one
+    downstream, paths = [], []
+    for r in runs:
+        if not r.is_dir():
+            raise PosvizError(f"{r}: no such run folder", "pass the --out folder of a `posviz train` run")
+        fine_tuned = run_downstream(r, label=str(r), exclude_diagonal=exclude_diagonal)
+        if fine_tuned is not None:
+            downstream.append(fine_tuned)
+        else:
+            paths.append(run_trajectory(r, metric=run_metric, label=str(r), exclude_diagonal=exclude_diagonal))
     cmp = toeplitzness_vs_performance(
         models, metric=metric, scores=scores, settings=settings,
-        exclude_diagonal=exclude_diagonal, cache=cache, allow_missing=allow_missing, allow_empty=bool(paths),
+        exclude_diagonal=exclude_diagonal, cache=cache, allow_missing=allow_missing, allow_empty=bool(paths or downstream),
     )
     if cmp.missing:
         import warnings
 
         warnings.warn(f"the figure leaves out ({cmp.missing_reason}): {', '.join(cmp.missing)}", stacklevel=1)
-    fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths] or None,
+    fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths] or None, downstream=downstream or None,
                                       trajectory_ylabel=RUN_METRICS[run_metric], trajectory_xlabel=run_toeplitzness_label(exclude_diagonal))
     save_figure(fig, output)
-    records = _report_cache(cmp.points.to_dict(orient="records")) + [rec for p in paths for rec in p.records()]
-    _write(records, fmt, None, lambda: comparison_table(cmp) + "".join(p.summary_line() + "\n" for p in paths))
+    lines = [p.summary_line() for p in [*downstream, *paths]]
+    records = _report_cache(cmp.points.to_dict(orient="records")) + [rec for p in [*downstream, *paths] for rec in p.records()]
+    _write(records, fmt, None, lambda: comparison_table(cmp) + "".join(line + "\n" for line in lines))
     typer.echo(f"wrote {output}", err=True)

@@ -31,6 +31,7 @@ from posviz.util.format import VARIANT_TEXT
 
 if TYPE_CHECKING:
     from posviz.compare.albert import PerformanceComparison
+    from posviz.compare.downstream import DownstreamPath
 
 #: Colour per ALBERT size (ColorBrewer Dark2, readable in grey scale too).
 SIZE_COLORS: dict[str, str] = {"base": "#1b9e77", "large": "#d95f02", "xlarge": "#7570b3", "xxlarge": "#e7298a"}
@@ -94,6 +95,15 @@ def footnote(cmp: PerformanceComparison, *, width: int = 130) -> str:
     return "\n".join(lines)
 
 
+def downstream_note(paths: Sequence[DownstreamPath], *, width: int = 130) -> str:
+    """What the downstream panel's values are, naming each run's tasks, wrapped to ``width`` characters."""
+    runs = "; ".join(f"{short_label(p.run, 40)}: {', '.join(p.tasks)}" for p in paths)
+    text = ("Fine-tuned runs: y = mean over the run's tasks of each task's median score over fine-tuning seeds "
+            f"(posviz finetune), not comparable with the ALBERT average; x = the fine-tuned checkpoint's Toeplitzness, "
+            f"from the run's log at that step (or computed from the checkpoint). Tasks: {runs}.")
+    return "\n".join(textwrap.wrap(text, width))
+
+
 def plot_toeplitzness_vs_metric(
     cmp: PerformanceComparison,
     *,
@@ -101,6 +111,7 @@ def plot_toeplitzness_vs_metric(
     trajectory_ylabel: str | None = None,
     trajectory_xlabel: str | None = None,
     title: str | None = None,
+    downstream: Sequence[DownstreamPath] | None = None,
 ):
     """Scatter of Toeplitzness (x) against a benchmark (y), arrows v1 -> v2 per size.
 
@@ -109,28 +120,36 @@ def plot_toeplitzness_vs_metric(
     cmp
         Output of :func:`posviz.compare.albert.toeplitzness_vs_performance`.
     trajectories
-        Optional paths (e.g. training runs) drawn on a second panel with
+        Optional paths (e.g. training runs) drawn on a panel of their own with
         :func:`draw_trajectory_panel`.
     trajectory_ylabel, trajectory_xlabel
         Axis labels of that panel (default: the comparison's metric; Toeplitzness of P).
+        ``trajectory_xlabel`` also labels the downstream panel's x.
     title
         Figure title (default: says it is ALBERT v1 -> v2 and names the metric).
+    downstream
+        Fine-tuned runs (:func:`posviz.compare.downstream.run_downstream`), drawn on a
+        panel of their own beside the ALBERT panel with :func:`draw_downstream_panel`:
+        their y (mean score over their own tasks) is not ALBERT's benchmark average.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    two = bool(trajectories)
-    fig = new_figure(13.5 if two else 9.0, 5.6)
-    axes = fig.subplots(1, 2 if two else 1, squeeze=False)[0]
+    n = 1 + bool(downstream) + bool(trajectories)
+    fig = new_figure(9.0 + 4.5 * (n - 1), 5.6)
+    axes = list(fig.subplots(1, n, squeeze=False)[0])
     texts = draw_comparison(axes[0], cmp)
-    if two:
-        draw_trajectory_panel(axes[1], trajectories, ylabel=trajectory_ylabel or cmp.metric.axis, xlabel=trajectory_xlabel)
+    if downstream:
+        draw_downstream_panel(axes[1], downstream, xlabel=trajectory_xlabel)
+    if trajectories:
+        draw_trajectory_panel(axes[-1], trajectories, ylabel=trajectory_ylabel or cmp.metric.axis, xlabel=trajectory_xlabel)
     title = title or f"ALBERT v1 → v2: Toeplitzness of the position embeddings vs {cmp.metric.label}"
     if cmp.missing:  # said in the title whatever title was asked for
         title += f"\nINCOMPLETE: {len(cmp.missing)} model{'s' if len(cmp.missing) > 1 else ''} not shown (see the note below)"
     fig.suptitle(title, fontsize=11)
-    fig.supxlabel(footnote(cmp), fontsize=7.5, color="0.25", x=0.01, ha="left")
+    note = footnote(cmp) + ("\n" + downstream_note(downstream) if downstream else "")
+    fig.supxlabel(note, fontsize=7.5, color="0.25", x=0.01, ha="left")
     keep_labels_inside(fig, axes[0], texts)
     return fig
 
@@ -243,6 +262,45 @@ def draw_trajectory_panel(ax, trajectories: Sequence[Trajectory], *, ylabel: str
     ax.set_title("Trajectories (open circle: start)", fontsize=9)
     ax.grid(True, color="0.9", lw=0.8)
     ax.margins(x=0.1, y=0.1)
+    ax.legend(handles=lines, fontsize=fontsize, frameon=False, loc="best")
+    return lines
+
+
+def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8) -> list:
+    """Fine-tuned runs: Toeplitzness of each fine-tuned checkpoint against its mean downstream score.
+
+    One path per run through its checkpoints in step order (open circle: the earliest,
+    arrow into the latest, like ALBERT's v1 → v2), each point labelled with its step.
+
+    Parameters
+    ----------
+    ax
+        Matplotlib Axes.
+    paths
+        The runs' points (:class:`~posviz.compare.downstream.DownstreamPath`).
+    xlabel
+        x label (default: Toeplitzness of P); the same definition as the ALBERT panel's x.
+    fontsize
+        Legend and step-label text size.
+
+    Returns
+    -------
+    list
+        The path artists (gid ``downstream:LABEL``).
+    """
+    from posviz.compare.downstream import DOWNSTREAM_YLABEL
+
+    lines = draw_trajectories(ax, [p.trajectory for p in paths])
+    for line, p in zip(lines, paths, strict=True):
+        line.set_gid(f"downstream:{p.trajectory.label}")
+        for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
+            ax.annotate(f"step {step}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=fontsize - 1.5,
+                        color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
+    ax.set_xlabel(xlabel or "Toeplitzness of P")
+    ax.set_ylabel(DOWNSTREAM_YLABEL)
+    ax.set_title("Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)", fontsize=9)
+    ax.grid(True, color="0.9", lw=0.8)
+    ax.margins(x=0.15, y=0.15)
     ax.legend(handles=lines, fontsize=fontsize, frameon=False, loc="best")
     return lines
 
