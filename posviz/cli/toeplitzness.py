@@ -139,8 +139,8 @@ def _plot_vs_glue(
     from posviz.cli.tables import comparison_table
     from posviz.compare.albert import parse_score_options, toeplitzness_vs_performance
     from posviz.compare.downstream import run_downstream
-    from posviz.errors import PosvizError
     from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label, run_trajectory
+    from posviz.errors import PosvizError
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import plot_toeplitzness_vs_metric
 
