@@ -53,3 +53,8 @@ def fine_tuned_copy(run: Path, dest: Path, results: dict) -> Path:
     shutil.copytree(run, dest)
     write_results(dest, results)
     return dest
+
+
+def fine_tuned_pair(absolute_run: Path, tisa_run: Path, root: Path) -> tuple[Path, Path]:
+    """Copies of the two session runs with fine-tuning results: absolute at steps 6 and 12, tisa at 12."""
+    return fine_tuned_copy(absolute_run, root / "abs", ABSOLUTE), fine_tuned_copy(tisa_run, root / "tisa", TISA)

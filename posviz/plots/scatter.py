@@ -266,7 +266,8 @@ def draw_trajectory_panel(ax, trajectories: Sequence[Trajectory], *, ylabel: str
     return lines
 
 
-def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8) -> list:
+def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8,
+                          title: str = "Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)") -> list:
     """Fine-tuned runs: Toeplitzness of each fine-tuned checkpoint against its mean downstream score.
 
     One path per run through its checkpoints in step order (open circle: the earliest,
@@ -282,6 +283,8 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
         x label (default: Toeplitzness of P); the same definition as the ALBERT panel's x.
     fontsize
         Legend and step-label text size.
+    title
+        Panel title.
 
     Returns
     -------
@@ -298,7 +301,7 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
                         color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
     ax.set_xlabel(xlabel or "Toeplitzness of P")
     ax.set_ylabel(DOWNSTREAM_YLABEL)
-    ax.set_title("Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, color="0.9", lw=0.8)
     ax.margins(x=0.15, y=0.15)
     ax.legend(handles=lines, fontsize=fontsize, frameon=False, loc="best")

@@ -90,7 +90,8 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     Returns
     -------
     ReportItem or None
-        ``kind="run"`` with ``data["run"]`` a :class:`RunInfo`; ``embeddings`` and
+        ``kind="run"`` with ``data["run"]`` a :class:`RunInfo` and ``data["finetune"]`` its
+        fine-tuning records (:func:`posviz.finetune.results.load_results`; empty if none); ``embeddings`` and
         ``score`` of the final checkpoint when the scheme has a position table,
         otherwise a ``note`` saying why there is no P.
 
@@ -99,6 +100,7 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     PosvizError
         A run folder whose log is unreadable or has no evaluation yet.
     """
+    from posviz.finetune.results import load_results
     from posviz.read.runs import LOG_JSON, RUN_FILE
     from posviz.train.log import load_run_log
 
@@ -132,4 +134,5 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
         item = load_model(str(checkpoint), options)  # the trained table and its score, or why there is none
         item.spec, item.label, item.kind, item.source = spec, label, "run", source
     item.data["run"] = info
+    item.data["finetune"] = load_results(spec)  # posviz finetune's records of its checkpoints, if any
     return item

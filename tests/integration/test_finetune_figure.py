@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from tests.finetune_results import ABSOLUTE, TISA, fine_tuned_copy, mean_of_medians, write_results
+from tests.finetune_results import ABSOLUTE, fine_tuned_pair, mean_of_medians, write_results
 from tests.reference import dense_toeplitzness
 
 runner = CliRunner()
@@ -29,17 +29,16 @@ def _log(run) -> list[dict]:
     return json.loads((run / "trajectory.json").read_text())["evaluations"]
 
 
+@pytest.fixture(scope="module")
+def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
+    """Copies of the session runs with fine-tuning results (tests/finetune_results.py)."""
+    return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
+
+
 def _by_gid(fig, gid: str):
     hits = fig.findobj(lambda a: a.get_gid() == gid)
     assert len(hits) == 1, (gid, hits)
     return hits[0]
-
-
-@pytest.fixture(scope="module")
-def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
-    """Copies of the two session runs with fine-tuning results: absolute at steps 6 and 12, tisa at 12."""
-    root = tmp_path_factory.mktemp("fine-tuned")
-    return fine_tuned_copy(absolute_run, root / "abs", ABSOLUTE), fine_tuned_copy(tisa_run, root / "tisa", TISA)
 
 
 def test_fine_tuned_runs_go_on_the_downstream_panel(albert_cache, fine_tuned, absolute_run, tmp_path):

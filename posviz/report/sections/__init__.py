@@ -9,7 +9,7 @@ is left out of the report, its bookmarks and its contents line; the methods page
 from __future__ import annotations
 
 from posviz.report.section import Section
-from posviz.report.sections import albert, heads, heatmaps, methods, summary, training
+from posviz.report.sections import albert, finetune, heads, heatmaps, methods, summary, training
 
 SECTIONS: list[Section] = [
     summary.SECTION,
@@ -17,5 +17,6 @@ SECTIONS: list[Section] = [
     heads.SECTION,
     albert.SECTION,
     training.SECTION,
+    finetune.SECTION,
     methods.SECTION,  # keep last: it describes the sections included before it
 ]

@@ -1,0 +1,94 @@
+"""``posviz report`` of fine-tuned runs: the fine-tuning section, read back from the rendered PDF.
+
+Real ``posviz train`` runs (copies of the session fixtures) with fine-tuning results
+in the documented layout (tests/finetune_results.py); pages rendered with pypdfium2,
+text extracted with pypdf, plotted data checked on the figures' artists.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pypdfium2 as pdfium
+import pytest
+from pypdf import PdfReader
+from typer.testing import CliRunner
+
+from posviz.cli.app import app
+from tests.checkpoint_factory import isolate_hf_cache
+from tests.finetune_results import ABSOLUTE, TISA, fine_tuned_pair, mean_of_medians, task_score
+from tests.reference import pdf_outline
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
+    """Copies of the session runs with fine-tuning results (tests/finetune_results.py)."""
+    return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
+
+
+def _by_gid(fig, gid: str):
+    hits = fig.findobj(lambda a: a.get_gid() == gid)
+    assert len(hits) == 1, (gid, hits)
+    return hits[0]
+
+
+def test_report_has_a_fine_tuning_page_per_fine_tuned_run(fine_tuned, tmp_path, monkeypatch):
+    isolate_hf_cache(monkeypatch, tmp_path / "empty")  # offline, no ALBERT: that section is left out
+    abs_run, tisa_run = fine_tuned
+    out = tmp_path / "r.pdf"
+    r = runner.invoke(app, ["report", str(abs_run), str(tisa_run), "-o", str(out), "--null-draws", "2",
+                            "--no-albert"], env={"SOURCE_DATE_EPOCH": "1700000000"})
+    assert r.exit_code == 0, r.output
+    reader = PdfReader(out)
+    texts = [p.extract_text() for p in reader.pages]
+    outline = pdf_outline(reader)
+    top = [t for t, d, _ in outline if d == 0]
+    assert top.index("Fine-tuning results") == top.index("Training runs") + 1
+    pages = [(t, p) for t, d, p in outline if d == 1 and p >= dict((t, p) for t, d, p in outline if d == 0)["Fine-tuning results"]]
+    assert [t for t, _ in pages][:2] == [str(abs_run), str(tisa_run)]
+    abs_page, tisa_page = texts[pages[0][1]], texts[pages[1][1]]
+    assert f"Fine-tuning results: {abs_run}" in abs_page and "fine-tuned on 3 tasks at 2 checkpoints (steps 6, 12)" in abs_page
+    # table rows: step, task, metric, median, min – max, seeds (hand computations from the values written)
+    assert "6 builtin/bshift accuracy 58.00 55.00 – 60.00 3" in abs_page
+    stsb = statistics.median(task_score(ABSOLUTE[12]["glue/stsb"]))
+    rest = "\n".join(texts[pages[0][1] : pages[1][1]])  # the abs run's page and its continuation
+    assert "Fine-tuning results: " + str(abs_run) + " (continued)" in rest
+    assert "12 builtin/topic score 74.00 71.00 – 75.00 3" in rest
+    assert f"12 glue/stsb score {stsb:.2f}" in rest and "12 glue/stsb spearman 24.00 22.00 – 26.00 2" in rest
+    assert "12 builtin/bshift accuracy 53.00 52.00 – 54.00 2" in tisa_page
+    assert "mean score over builtin/bshift, builtin/topic" in abs_page.replace("\n", " ")
+    methods = "\n".join(t for t in texts if t.startswith("Methods"))
+    assert "Fine-tuning results" in methods and "median over fine-tuning seeds" in methods.replace("\n", " ")
+    assert "never drawn on its axis" in methods.replace("\n", " ")
+    doc = pdfium.PdfDocument(str(out))
+    for i in (pages[0][1], pages[1][1]):
+        img = np.asarray(doc[i].render(scale=0.4).to_pil().convert("L"), dtype=float)
+        assert img.std() > 10 and (img < 128).mean() < 0.5  # drawn, not blank
+    doc.close()
+
+
+def test_fine_tuning_figures_plot_the_medians(fine_tuned, absolute_run, tmp_path, monkeypatch):
+    from posviz.report import ReportOptions, build_context
+    from posviz.report.sections import finetune
+
+    isolate_hf_cache(monkeypatch, tmp_path / "empty")
+    abs_run, tisa_run = fine_tuned
+    ctx = build_context([str(abs_run), str(absolute_run), str(tisa_run)], ReportOptions(null_draws=0, albert=False))
+    pages = finetune.build(ctx)
+    # the abs run's 11 rows continue on a second page; the run without results has none
+    assert [p.get_label() for p in pages] == [str(abs_run), "", str(tisa_run)]
+    abs_fig = pages[0]
+    # several checkpoints: each task's median score against the step, min–max as error bars
+    line = _by_gid(abs_fig, "run-task:builtin/bshift")
+    np.testing.assert_allclose(line.get_xydata(), [(6, 58.0), (12, 63.0)])
+    stsb = _by_gid(abs_fig, "run-task:glue/stsb")
+    np.testing.assert_allclose(stsb.get_xydata(), [(12, statistics.median(task_score(ABSOLUTE[12]["glue/stsb"])))])
+    down = _by_gid(abs_fig, f"downstream:{abs_run} (absolute; 2 tasks)")
+    assert down.get_ydata() == pytest.approx([mean_of_medians(ABSOLUTE[s], ["builtin/bshift", "builtin/topic"]) for s in (6, 12)])
+    # one checkpoint: bars
+    tisa_fig = pages[-1]
+    bar = _by_gid(tisa_fig, "run-task:builtin/topic")
+    assert bar.get_height() == statistics.median(TISA[12]["builtin/topic"]["accuracy"])
