@@ -40,6 +40,9 @@ _EXPORTS = {
     "resolve_source": "posviz.read.sources",
     "Checkpoint": "posviz.read.checkpoints",
     "PosvizError": "posviz.errors",
+    "table3": "posviz.compare.finetune",
+    "table3_markdown": "posviz.compare.finetune",
+    "score_by_step": "posviz.compare.finetune",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -26,6 +26,7 @@ disagree. ``aggregate="pooled"`` takes the median and min–max over all
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -37,6 +38,16 @@ TABLE3_COLUMNS: tuple[str, ...] = ("baseline", "S=1", "S=3", "S=5")
 #: Task name of the row that averages the tasks' scores.
 AVERAGE = "average"
 AGGREGATES = ("nested", "pooled")
+
+
+def load_configs(runs_by_config: Mapping[str, Sequence[str | os.PathLike]]) -> dict[str, list[dict[str, Any]]]:
+    """``{configuration: records}`` read from run folders: ``{config: [run folder, ...]}`` (one folder per pre-training seed).
+
+    A folder without results contributes nothing (its configuration's cells then have fewer runs, as ``n`` says).
+    """
+    from posviz.finetune.results import load_results
+
+    return {config: [r for run in runs for r in load_results(run)] for config, runs in runs_by_config.items()}
 
 
 def seed_values(records: Iterable[dict[str, Any]], *, metric: str = SCORE) -> dict[str, dict[int, dict[str, list[float]]]]:

@@ -11,8 +11,8 @@
   pre-training step when several checkpoints were fine-tuned, as bars otherwise
   (the report's fine-tuning page).
 
-Artists carry ``gid`` values (``table3:TASK:ARM:LABEL``, ``by-step:CONFIG``,
-``run-task:TASK``) so that tests and callers can find the plotted data.
+Artists carry ``gid`` values (``table3:TASK:ARM:LABEL`` and its ``table3-spread:...``,
+``by-step:CONFIG``, ``by-step-band:CONFIG``, ``run-task:TASK``) so that tests and callers can find the plotted data.
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ def plot_table3(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = ("ba
                     continue
                 x, y = a * width + c, r[label]
                 color = "0.35" if c == 0 else _COLORS[(c - 1) % len(_COLORS)]
-                ax.errorbar([x], [y], yerr=[[y - r[f"{label} min"]], [r[f"{label} max"] - y]], fmt="o", ms=5, color=color,
-                            capsize=3, lw=1.2, gid=f"table3:{task}:{arm}:{label}")
+                bars = ax.errorbar([x], [y], yerr=[[y - r[f"{label} min"]], [r[f"{label} max"] - y]], fmt="o", ms=5,
+                                   color=color, capsize=3, lw=1.2)
+                bars.lines[0].set_gid(f"table3:{task}:{arm}:{label}")
+                bars.lines[2][0].set_gid(f"table3-spread:{task}:{arm}:{label}")
             if r[columns[0]] is not None:
                 ax.hlines(r[columns[0]], a * width - 0.4, a * width + len(columns) - 0.6, colors="0.6", linestyles=":", lw=1)
         ax.set_xticks([a * width + c for a in range(len(arms)) for c in range(len(columns))],

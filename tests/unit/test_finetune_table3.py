@@ -161,3 +161,32 @@ def test_score_by_step_mean_and_spread_over_seeds():
     assert [r["mean"] for r in one] == [75, 92]
     with pytest.raises(ValueError, match="no task was fine-tuned at every step"):
         score_by_step({"x": config("x", {0: {"t": [1]}}), "y": config("y", {0: {"u": [1]}})})
+
+
+def test_figures_plot_the_tabulated_values(tmp_path):
+    from posviz.compare.finetune import load_configs
+    from posviz.finetune.results import results_path, write_document
+    from posviz.plots.finetune import plot_score_by_step, plot_table3
+
+    # two runs of one configuration in run folders, read back through the results layout
+    for seed, (v10, v20) in enumerate([(50.0, 60.0), (54.0, 66.0)]):
+        run = tmp_path / f"tupe-s{seed}"
+        for step, v in ((10, v10), (20, v20)):
+            recs = records(str(run), step, "t", [v])
+            write_document(results_path(run, "t", step), {"source": str(run), "step": step, "task": "t", "records": recs})
+    data = load_configs({"tupe-a": [tmp_path / "tupe-s0", tmp_path / "tupe-s1"], "absolute": [tmp_path / "nothing-here"]})
+    assert data["absolute"] == [] and len(data["tupe-a"]) == 8
+    rows = score_by_step(data)
+    fig = plot_score_by_step(rows)
+    line = fig.findobj(lambda a: a.get_gid() == "by-step:tupe-a")[0]
+    assert line.get_xydata().tolist() == [[10, 52.0], [20, 63.0]]
+
+    arms = {"a": ["abs", "abs-s1", "abs-s3", "abs-s5"]}
+    t3 = table3({"abs": config("abs", {0: {"t": [60]}, 1: {"t": [50]}}), "abs-s3": config("abs-s3", {0: {"t": [70]}})}, arms)
+    fig = plot_table3(t3)
+    point = fig.findobj(lambda a: a.get_gid() == "table3:t:a:baseline")[0]
+    assert point.get_ydata().tolist() == [55.0]
+    spread = fig.findobj(lambda a: a.get_gid() == "table3-spread:t:a:baseline")[0]
+    assert [seg[:, 1].tolist() for seg in spread.get_segments()] == [[50.0, 60.0]]
+    assert not fig.findobj(lambda a: a.get_gid() == "table3:t:a:S=1")  # no result: nothing drawn
+    assert "|Δ| 15.0" in fig.axes[0].get_title()
