@@ -210,7 +210,7 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 
 
 def table3_markdown(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = TABLE3_COLUMNS, digits: int = 1) -> str:
-    """Table 3 as a markdown table: one line per task, per arm its columns, ``|Δ|`` and ``Δ%``.
+    """Table 3 as a markdown table: one line per task, per arm its columns, ``|Δ|`` (escaped: ``\\|Δ\\|``) and ``Δ%``.
 
     A cell is ``median (min–max)`` over pre-training seeds (the median alone for one
     seed); ``–`` where a configuration has no result.
@@ -218,7 +218,7 @@ def table3_markdown(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = 
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     by = {(r["task"], r["arm"]): r for r in rows}
-    header = ["task"] + [f"({arm}) {c}" if i == 0 else c for arm in arms for i, c in enumerate([*columns, "|Δ|", "Δ%"])]
+    header = ["task"] + [f"({arm}) {c}" if i == 0 else c for arm in arms for i, c in enumerate([*columns, r"\|Δ\|", "Δ%"])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task in tasks:
         cells = [task]
