@@ -92,3 +92,24 @@ def test_fine_tuning_figures_plot_the_medians(fine_tuned, absolute_run, tmp_path
     tisa_fig = pages[-1]
     bar = _by_gid(tisa_fig, "run-task:builtin/topic")
     assert bar.get_height() == statistics.median(TISA[12]["builtin/topic"]["accuracy"])
+
+
+def test_albert_page_puts_fine_tuned_runs_on_their_own_panel(albert_cache, fine_tuned, absolute_run):
+    """As --plot-vs-glue --run: the fine-tuned run on a downstream panel, the other run on the masked-LM panel."""
+    from posviz.compare.downstream import DOWNSTREAM_YLABEL
+    from posviz.report import ReportOptions, build_context
+    from posviz.report.sections import albert
+
+    abs_run, _ = fine_tuned
+    ctx = build_context([str(abs_run), str(absolute_run)], ReportOptions(null_draws=0))
+    figure, _values = albert.build(ctx)
+    down = _by_gid(figure, f"downstream:{abs_run} (absolute; 2 tasks)")
+    mlm = _by_gid(figure, f"trajectory:{absolute_run} (absolute)")
+    reference = _by_gid(figure, "point:base v1")
+    assert len({down.axes, mlm.axes, reference.axes}) == 3
+    assert down.axes.get_ylabel() == "Mean downstream score (%)\n(each run's own tasks)"  # short: two panels stacked
+    assert mlm.axes.get_ylabel() == "Held-out masked-token\naccuracy (%)"
+    ctx = build_context([str(abs_run)], ReportOptions(null_draws=0))
+    assert _by_gid(albert.build(ctx)[0], f"downstream:{abs_run} (absolute; 2 tasks)").axes.get_ylabel() == DOWNSTREAM_YLABEL
+    assert down.get_ydata() == pytest.approx([64.5, 68.5])
+    assert not figure.findobj(lambda a: a.get_gid() == f"trajectory:{abs_run} (absolute)")  # not on the masked-LM panel

@@ -3,9 +3,11 @@
 The eight ALBERT checkpoints are scored like ``posviz toeplitzness --plot-vs-glue``
 (score cache first, then the Hugging Face cache, then the Hub), with the report's
 settings. Report inputs with a value given by ``--score MODEL=VALUE`` are placed
-on the same axes; training runs go on a second panel as their trajectory
-(Toeplitzness against held-out masked-token accuracy). A second page lists the
-plotted values.
+on the same axes; training runs go on a panel of their own: runs with fine-tuning
+results as their fine-tuned checkpoints (Toeplitzness against the mean downstream
+score, :mod:`posviz.compare.downstream`), the others as their trajectory
+(Toeplitzness against held-out masked-token accuracy); with both kinds, the two
+panels are stacked. A second page lists the plotted values.
 
 When none of the eight can be had (offline, not cached), the section is left out
 and the title page says so and how to get them; when some are missing, the
@@ -96,13 +98,38 @@ def _score_spec(item) -> str:
     return item.spec
 
 
+def _fine_tuned(item) -> bool:
+    """True for a run with fine-tuning results of its checkpoints (it goes on the downstream panel)."""
+    return any(r.get("step") is not None for r in item.data.get("finetune") or ())
+
+
+def _downstream(ctx: ReportContext):
+    """The fine-tuned runs' checkpoints for the downstream panel (runs without positional scores are skipped)."""
+    from posviz.compare.downstream import run_downstream
+    from posviz.errors import PosvizError
+
+    paths = []
+    for item in ctx.runs:
+        if not _fine_tuned(item):
+            continue
+        try:
+            path = run_downstream(item.data["run"].path, label=item.label)
+        except PosvizError:  # scheme none: nothing to place
+            continue
+        if path is not None:
+            paths.append(path)
+    return paths
+
+
 def _trajectories(ctx: ReportContext):
-    """The runs' paths for the second panel (runs without positional scores are skipped)."""
+    """The masked-LM paths of the runs without fine-tuning results (runs without positional scores are skipped)."""
     from posviz.compare.trajectories import run_trajectory
     from posviz.errors import PosvizError
 
     paths = []
     for item in ctx.runs:
+        if _fine_tuned(item):
+            continue
         try:
             paths.append(run_trajectory(item.data["run"].path, metric="accuracy", label=item.label))
         except PosvizError:  # scheme none: nothing to place
@@ -128,9 +155,16 @@ def build(ctx: ReportContext) -> list:
 
 def _figure_page(ctx: ReportContext, cmp):
     from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label
-    from posviz.plots.scatter import draw_comparison, draw_trajectory_panel, footnote, keep_labels_inside
+    from posviz.plots.scatter import (
+        downstream_note,
+        draw_comparison,
+        draw_downstream_panel,
+        draw_trajectory_panel,
+        footnote,
+        keep_labels_inside,
+    )
 
-    paths = _trajectories(ctx)
+    paths, downs = _trajectories(ctx), _downstream(ctx)
     extras = int((cmp.points["kind"] == "extra").sum())
     placed = f"; {extras} report input{'s' if extras > 1 else ''} placed by --score" if extras else ""
     fig = new_page(SECTION.title, f"{cmp.metric.axis.removesuffix(' (%)')} against the Toeplitzness of P = E_P E_Pᵀ, "
@@ -139,12 +173,27 @@ def _figure_page(ctx: ReportContext, cmp):
     short = cmp.points.copy()  # short names on the axes; the values page has them in full
     short.loc[short["kind"] == "extra", "label"] = [_short_name(x) for x in short.loc[short["kind"] == "extra", "label"]]
     cmp = dataclasses.replace(cmp, points=short)
-    if paths:
+    if paths or downs:
         ax = fig.add_axes((MARGIN_LEFT + 0.015, bottom, 0.32, height))
-        ax2 = fig.add_axes((0.665, bottom, MARGIN_RIGHT - 0.665, height))
-        draw_trajectory_panel(ax2, [p.trajectory for p in paths], ylabel=RUN_METRICS["accuracy"], xlabel=run_toeplitzness_label(),
-                              fontsize=SMALL_SIZE)
-        ax2.set_title("Training runs of this report (open circle: first evaluation)", fontsize=BODY_SIZE - 1)
+        # the runs' panels in the right column, one above the other when there are both kinds
+        gap = 0.11
+        each = height if not (paths and downs) else (height - gap) / 2
+        top = bottom + height
+        xlabel = run_toeplitzness_label() if not (paths and downs) else "Toeplitzness of P, off-diagonal R² ('mean head R²': layer-0 heads)"
+        if downs:
+            top -= each
+            ax_down = fig.add_axes((0.665, top, MARGIN_RIGHT - 0.665, each))
+            draw_downstream_panel(ax_down, downs, xlabel=xlabel, fontsize=SMALL_SIZE,
+                                  title="Fine-tuned runs: mean score over each run's own tasks")
+            top -= gap
+        if paths:
+            ax2 = fig.add_axes((0.665, bottom, MARGIN_RIGHT - 0.665, each))
+            draw_trajectory_panel(ax2, [p.trajectory for p in paths], ylabel=RUN_METRICS["accuracy"], xlabel=xlabel,
+                                  fontsize=SMALL_SIZE)
+            ax2.set_title("Training runs of this report (open circle: first evaluation)", fontsize=BODY_SIZE - 1)
+        if paths and downs:
+            ax_down.yaxis.label.set_text("Mean downstream score (%)\n(each run's own tasks)")
+            ax2.yaxis.label.set_text("Held-out masked-token\naccuracy (%)")
     else:
         ax = fig.add_axes((MARGIN_LEFT + 0.03, bottom, 0.58, height))
     texts = draw_comparison(ax, cmp, fontsize=SMALL_SIZE)
@@ -157,9 +206,12 @@ def _figure_page(ctx: ReportContext, cmp):
         fig.text(MARGIN_LEFT, CONTENT_TOP, f"INCOMPLETE: {len(cmp.missing)} ALBERT checkpoints not shown (see the note below)",
                  fontsize=BODY_SIZE, color="#8b0000", fontweight="bold", va="top")
     note = [line for par in footnote(cmp, width=10_000).split("\n") for line in wrap_text(par, MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE)]
+    if downs:
+        note += wrap_text(downstream_note(downs, width=10_000), MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE)
     if paths:
-        note += wrap_text("Right panel: the report's training runs, Toeplitzness against held-out masked-token accuracy at each "
-                          "evaluation (an MLM score, not the benchmark on the left).", MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE)
+        note += wrap_text(f"{'Right' if not downs else 'Lower right'} panel: the report's training runs without fine-tuning results, "
+                          "Toeplitzness against held-out masked-token accuracy at each evaluation (an MLM score, not the "
+                          "benchmark on the left).", MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE)
     fig.text(MARGIN_LEFT, 0.135, "\n".join(note), fontsize=SMALL_SIZE, color="0.25", va="top", linespacing=1.35)
     keep_labels_inside(fig, ax, texts)
     return fig
@@ -220,7 +272,8 @@ def methods(ctx: ReportContext) -> list[Block]:
                 f"Plotted here: {metric.label}.",
                 "Other models are placed on the same axes only with a value given by --score MODEL=VALUE (the user's "
                 "number, in the same units). Training runs are drawn beside it with their held-out masked-token "
-                "accuracy, which is not a benchmark score. The null band is the row-permutation null baseline "
+                "accuracy, which is not a benchmark score, or, when fine-tuned, with the mean score over their own tasks, "
+                "which is not the ALBERT average either. The null band is the row-permutation null baseline "
                 "(mean ± 2 sd) pooled over the models shown.",
             ),
         )
