@@ -99,11 +99,6 @@ class DownstreamPath:
                 f"({', '.join(self.tasks)}; {where})")
 
 
-def has_results(run_dir: str | os.PathLike) -> bool:
-    """True when the run folder holds fine-tuning results of at least one of its checkpoints."""
-    return any(r.get("step") is not None for r in load_results(run_dir))
-
-
 def checkpoint_toeplitzness(run_dir: str | os.PathLike, step: int) -> dict[str, Any]:
     """The Toeplitzness fields the training log records, computed from the run's checkpoint of ``step``.
 
