@@ -94,16 +94,13 @@ def _cell(runs: Mapping[str, Mapping[str, list[float]]], task: str, aggregate: s
         per_run = [statistics.fmean(statistics.median(v[t]) for t in average_over) for v in runs.values()
                    if average_over and all(t in v for t in average_over)]
         pooled = per_run  # a run's average has no per-seed values: fine-tuning seeds need not align across tasks
-        n_values = len(per_run)
     else:
         per_run = [statistics.median(v[task]) for v in runs.values() if task in v]
         pooled = [x for v in runs.values() if task in v for x in v[task]]
-        n_values = len(pooled)
     if not per_run:
         return None
     values = per_run if aggregate == "nested" else pooled
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(per_run),
-            "n_values": n_values}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(per_run)}
 
 
 def _common_tasks(runs_by_config: Mapping[str, Mapping[str, Mapping[str, list[float]]]]) -> list[str]:

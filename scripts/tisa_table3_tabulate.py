@@ -1,0 +1,123 @@
+"""The results of ``scripts/tisa_table3.py``: Table 3, TUPE-A against absolute, and the score along pre-training.
+
+Reads the fine-tuning results of every run folder (``RUN/finetune/step-STEP/*.json``,
+written by ``posviz finetune``) and writes, atomically, into the results folder:
+
+* ``table3.md`` / ``.csv`` / ``.json`` and ``table3.png``: TISA's Table 3 layout, arms
+  (a) absolute against absolute+TISA and (b) none against TISA without E_P, at S = 1, 3, 5;
+  each cell the median over pre-training seeds of each run's median over fine-tuning
+  seeds, with the min–max over pre-training seeds, then |Δ| and Δ%
+  (:func:`posviz.compare.finetune.table3`);
+* ``tupe.md`` / ``.csv`` / ``.json``: TUPE-A against the absolute baseline, in the same layout;
+* ``score-by-step.csv`` / ``.json`` and ``score-by-step.png``: the mean task score against the
+  pre-training step for the runs fine-tuned along pre-training (absolute and TUPE-A),
+  mean and min–max over pre-training seeds (:func:`posviz.compare.finetune.score_by_step`).
+
+Usage: ``python scripts/tisa_table3_tabulate.py [--out runs/tisa-table3] [--results reports/tisa-table3]``
+(``scripts/tisa_table3.py`` calls :func:`tabulate` after fine-tuning). Run labels are the
+folder names without their seed: ``a-baseline-s0`` is configuration ``a-baseline``, seed 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: The two arms of the paper's Table 3, by configuration label (baseline first).
+ARMS = {"a": ["a-baseline", "a-S1", "a-S3", "a-S5"], "b": ["b-baseline", "b-S1", "b-S3", "b-S5"]}
+#: TUPE-A against the absolute baseline.
+TUPE_ARMS = {"tupe": ["a-baseline", "tupe-A"]}
+TUPE_COLUMNS = ("absolute", "TUPE-A")
+_RUN = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
+
+
+def runs_by_config(out: Path) -> dict[str, list[Path]]:
+    """``{configuration: [run folder, ...]}`` of the run folders under ``out`` (named ``CONFIG-sSEED``)."""
+    found: dict[str, list[Path]] = {}
+    for run in sorted(p for p in out.iterdir() if p.is_dir()) if out.is_dir() else []:
+        m = _RUN.match(run.name)
+        if m:
+            found.setdefault(m["config"], []).append(run)
+    return found
+
+
+def _write(path: Path, text: str) -> None:
+    from posviz.util.atomic import write_text_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text)
+
+
+def _write_rows(stem: Path, rows: Sequence[dict[str, Any]]) -> None:
+    from posviz.util.tables import to_csv, to_json
+
+    _write(stem.with_suffix(".csv"), to_csv(rows))
+    _write(stem.with_suffix(".json"), to_json(rows))
+
+
+def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[str] = ("a-baseline", "tupe-A")) -> list[Path]:
+    """Write the tables and figures of the experiment into ``results``; the files written.
+
+    Parameters
+    ----------
+    runs
+        ``{configuration label: [run folder per pre-training seed]}``.
+    results
+        Folder of the outputs (created).
+    curve
+        Configurations whose runs were fine-tuned along pre-training.
+    """
+    from posviz.compare.finetune import load_configs, score_by_step, table3, table3_markdown
+    from posviz.plots.common import save_figure
+    from posviz.plots.finetune import plot_score_by_step, plot_table3
+
+    records = load_configs(runs)
+    written: list[Path] = []
+    rows = table3(records, ARMS)
+    if rows:
+        _write_rows(results / "table3", rows)
+        _write(results / "table3.md", table3_markdown(rows))
+        save_figure(plot_table3(rows, title="TISA's Table 3 in miniature: median over pre-training seeds of each run's "
+                                "median over fine-tuning seeds; bars: min–max over pre-training seeds"), results / "table3.png")
+        written += [results / f"table3{ext}" for ext in (".csv", ".json", ".md", ".png")]
+    tupe = table3(records, TUPE_ARMS, columns=TUPE_COLUMNS)
+    if tupe:
+        _write_rows(results / "tupe", tupe)
+        _write(results / "tupe.md", table3_markdown(tupe, columns=TUPE_COLUMNS))
+        written += [results / f"tupe{ext}" for ext in (".csv", ".json", ".md")]
+    along = {c: records[c] for c in curve if records.get(c)}
+    try:
+        by_step = score_by_step(along) if along else []
+    except ValueError as e:  # no task common to every checkpoint: say so, write the rest
+        print(f"score by step left out: {e}", file=sys.stderr)
+        by_step = []
+    if by_step:
+        _write_rows(results / "score-by-step", [{**r, "values": json.dumps(r["values"])} for r in by_step])
+        save_figure(plot_score_by_step(by_step), results / "score-by-step.png")
+        written += [results / f"score-by-step{ext}" for ext in (".csv", ".json", ".png")]
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("runs/tisa-table3"), help="folder of the runs (default: %(default)s)")
+    p.add_argument("--results", type=Path, default=Path("reports/tisa-table3"), help="folder of the results (default: %(default)s)")
+    p.add_argument("--curve-configs", nargs="+", default=["a-baseline", "tupe-A"], help="runs fine-tuned along pre-training")
+    args = p.parse_args(argv)
+    written = tabulate(runs_by_config(args.out), args.results, curve=args.curve_configs)
+    if not written:
+        print(f"error: no fine-tuning results under {args.out} (hint: run scripts/tisa_table3.py --phase finetune first)",
+              file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
