@@ -2,7 +2,7 @@
 
 ``posviz finetune`` produces these documents; the tests of what consumes them (the
 downstream panel of ``--plot-vs-glue``, the report's fine-tuning section) write them
-with :func:`posviz.finetune.results.write_document` into a copy of a session run,
+with :func:`posviz.finetune.results.write_document` into a copy of a shared run fixture,
 with values chosen here, so that every plotted number has a hand computation.
 """
 
@@ -49,12 +49,12 @@ def mean_of_medians(tasks: dict[str, dict[str, list[float]]], names: list[str]) 
 
 
 def fine_tuned_copy(run: Path, dest: Path, results: dict) -> Path:
-    """A copy of a session run (those must not be modified) with fine-tuning results added."""
+    """A copy of a shared run fixture (those must not be modified) with fine-tuning results added."""
     shutil.copytree(run, dest)
     write_results(dest, results)
     return dest
 
 
 def fine_tuned_pair(absolute_run: Path, tisa_run: Path, root: Path) -> tuple[Path, Path]:
-    """Copies of the two session runs with fine-tuning results: absolute at steps 6 and 12, tisa at 12."""
+    """Copies of the two shared run fixtures with fine-tuning results: absolute at steps 6 and 12, tisa at 12."""
     return fine_tuned_copy(absolute_run, root / "abs", ABSOLUTE), fine_tuned_copy(tisa_run, root / "tisa", TISA)

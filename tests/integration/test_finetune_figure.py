@@ -31,7 +31,7 @@ def _log(run) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
-    """Copies of the session runs with fine-tuning results (tests/finetune_results.py)."""
+    """Copies of the shared run fixtures with fine-tuning results (tests/finetune_results.py)."""
     return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
 
 

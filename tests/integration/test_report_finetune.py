@@ -25,7 +25,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
-    """Copies of the session runs with fine-tuning results (tests/finetune_results.py)."""
+    """Copies of the shared run fixtures with fine-tuning results (tests/finetune_results.py)."""
     return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
 
 
