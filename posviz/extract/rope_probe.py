@@ -53,7 +53,8 @@ def parse_probe(text: str | None) -> Probe:
         if kind == "corpus" and not Path(value).is_file():
             raise OptionError(f"--probe corpus:{value}: no such file", "give a UTF-8 text file")
         return Probe(kind, value)
-    raise OptionError(f"--probe {text!r} is not mean, token:ID|TEXT, corpus:FILE, none or content-free")
+    raise OptionError(f"--probe {text!r} is not mean, token:ID|TEXT, corpus:FILE, none or content-free",
+                      "e.g. --probe token:13 or --probe corpus:text.txt")
 
 
 def _tokenizer(source):
