@@ -250,3 +250,38 @@ def test_probe_options_and_unknown_layouts(tmp_path):
         rope_layout({"model_type": "falcon"})
     with pytest.raises(UnsupportedModelError, match="qk_layernorm"):
         rope_layout({"model_type": "phi", "qk_layernorm": True})
+
+
+def _word_tokenizer(folder) -> dict[str, int]:
+    """A word-level tokenizer over 20 words, saved beside the model (ids 0-19, inside the tiny vocabulary)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate("[UNK] the a cat dog sat on mat ran far and is was big small red blue old new sun".split())}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(str(folder))
+    return vocab
+
+
+@pytest.mark.parametrize("probe", ["token:cat sat", "corpus"])
+def test_text_and_corpus_probes_use_the_models_tokenizer(probe, tmp_path):
+    """token:TEXT and corpus:FILE: transformers fed mean_t norm(e_t) over the text's tokens."""
+    model = build("llama", tmp_path / "llama")
+    vocab = _word_tokenizer(tmp_path / "llama")
+    text = "cat sat" if probe.startswith("token") else "the cat sat on the mat\nthe dog ran far\n"
+    if probe == "corpus":
+        (tmp_path / "corpus.txt").write_text(text, encoding="utf-8")
+        probe = f"corpus:{tmp_path / 'corpus.txt'}"
+    ids = [vocab[w] for w in text.split()]
+    norm = model.layers[0].input_layernorm
+    with torch.no_grad():
+        mu = norm(model.embed_tokens.weight[ids]).mean(0)
+    handle = norm.register_forward_hook(lambda m, a, out: mu.expand_as(out))
+    try:
+        probs, _ = hf_attention(model, 0, inputs_embeds=torch.zeros(1, N, 32))
+    finally:
+        handle.remove()
+    stack = open_heads(str(tmp_path / "llama"), positions=f"0:{N}", probe=probe).layer(0)
+    assert_same_attention(probs, np.stack([stack.matrix(h) for h in range(stack.heads)]))
+    assert stack.meta["probe"] == probe
