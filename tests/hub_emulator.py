@@ -6,7 +6,7 @@ and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info with
 ``sha`` and ``siblings``; ``{rev}`` a branch or a commit), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
 (``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
-Every request and every body byte sent is counted, a bandwidth cap can be set,
+Every request and every body byte sent is counted, a bandwidth cap and a per-request latency can be set,
 and fault switches let tests play a server that ignores ``Range``, a file that
 changes under the reader, or a connection dropped mid-range.
 
@@ -44,6 +44,24 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _CHUNK = 64 * 1024
 
 
+#: Files larger than this get an ETag from their size, modification time and sampled bytes instead of a hash
+#: of every byte (benchmarks serve sparse files of a 70B model's full size; reading them whole would take minutes).
+HASH_LIMIT = 512 * 2**20
+
+
+def _content_tag(path: Path) -> str:
+    """The file's ETag: sha256 of its bytes, or for large files of its size, mtime and first and last MiB."""
+    size = path.stat().st_size
+    if size <= HASH_LIMIT:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256(f"{size}:{path.stat().st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(2**20))
+        f.seek(size - 2**20)
+        h.update(f.read(2**20))
+    return h.hexdigest()
+
+
 @dataclass
 class Request:
     """One request the emulator answered."""
@@ -78,9 +96,12 @@ class HubEmulator:
         connections (``None``: as fast as possible).
     port
         Port on 127.0.0.1 (0: any free port).
+    latency
+        Seconds each request waits before it is answered (a round trip to a distant server; 0: none).
     """
 
-    def __init__(self, rate: float | None = None, port: int = 0) -> None:
+    def __init__(self, rate: float | None = None, port: int = 0, latency: float = 0.0) -> None:
+        self.latency = latency
         self.repos: dict[str, dict[str, dict]] = {}  # repo id -> revision (branch) -> {sha, files, etags}
         self.gated: set[str] = set()
         self.requests: list[Request] = []
@@ -119,7 +140,7 @@ class HubEmulator:
         digest = hashlib.sha1(repo_id.encode() + (b"" if revision == "main" else b"@" + revision.encode()))
         etags = {}
         for name, p in files.items():
-            h = hashlib.sha256(p.read_bytes()).hexdigest()
+            h = _content_tag(p)
             etags[name] = h
             digest.update(name.encode() + h.encode())
         sha = digest.hexdigest()
@@ -203,6 +224,8 @@ class HubEmulator:
         req = Request(h.command, path, h.headers.get("Range"))
         with self._lock:
             self.requests.append(req)
+        if self.latency:
+            time.sleep(self.latency)
         if path in ("", "/"):
             return self._send(h, req, 200, b"ok", body=body)
         if raw.startswith("/api/models/"):
@@ -313,8 +336,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=float, default=None, help="bandwidth cap in bytes/s")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each request waits before its answer")
     args = parser.parse_args(argv)
-    hub = HubEmulator(rate=args.rate, port=args.port)
+    hub = HubEmulator(rate=args.rate, port=args.port, latency=args.latency)
     for cfg in sorted(args.root.glob("*/*/config.json")):
         name, _, revision = cfg.parent.name.partition("@")
         hub.add(f"{cfg.parent.parent.name}/{name}", cfg.parent, revision=revision or "main")

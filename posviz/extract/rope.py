@@ -118,7 +118,7 @@ class _WeightPlan:
     def __call__(self, layer: int):
         weights = read_layer(self.ckpt, self.layout, self.ckpt.config, layer, self.heads, self.spec.head_dim)
         spec, pairing = rope.rope_spec(self.ckpt.config, layer), self.layout.pairing
-        energy = rope_bands.band_energy(*weights.effective(), spec.rotary_dim, pairing)
+        energy = rope_bands.band_energy_from_rows(*weights.effective_row_norms(), spec.rotary_dim, pairing)
         bands = rope_bands.summarize_bands(energy)
         mu_hat, probe_text = self._plain_probe()
         norm = weights.input_norm

@@ -19,7 +19,7 @@ from posviz.errors import CheckpointError
 from posviz.extract.base import read_finite
 from posviz.read.rope_layouts import RopeLayout, kv_heads
 from posviz.schemes.absolute import layer_norm
-from posviz.schemes.rope_bands import rms_norm
+from posviz.schemes.rope_bands import rms_norm, row_sq_norms
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,17 @@ class RopeLayer:
     k_norm: Norm | None
     qk_norm_width: str
     tensors: list[str]
+
+    def effective_row_norms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Squared row norms ``(heads, d)``, ``(kv_heads, d)`` of :meth:`effective`'s weights, without building them."""
+        gain_in = None if self.input_norm is None else self.input_norm.gain
+        out = []
+        for w, norm in ((self.wq, self.q_norm), (self.wk, self.k_norm)):
+            sq = row_sq_norms(w, gain_in)
+            if norm is not None and norm.gain is not None:
+                sq = sq * (norm.gain.reshape(sq.shape) if self.qk_norm_width == "full" else norm.gain) ** 2
+            out.append(sq)
+        return out[0], out[1]
 
     def effective(self) -> tuple[np.ndarray, np.ndarray]:
         """Weights from the normalised input to the (QK-normed) q and k: ``diag(g_qk) W diag(g_in)``."""

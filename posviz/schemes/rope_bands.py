@@ -57,11 +57,25 @@ def kv_group(heads: int, kv_heads: int) -> np.ndarray:
     return np.arange(heads) // (heads // kv_heads)
 
 
+def row_sq_norms(w: np.ndarray, column_gain: np.ndarray | None = None, block: int = 1024) -> np.ndarray:
+    """Squared norm of every row of ``w diag(column_gain)``, ``w`` of shape ``(..., D)``; in row blocks, no full copy."""
+    flat = w.reshape(-1, w.shape[-1])
+    out = np.empty(len(flat))
+    for a in range(0, len(flat), block):
+        x = flat[a : a + block] if column_gain is None else flat[a : a + block] * column_gain
+        out[a : a + block] = np.einsum("rD,rD->r", x, x)
+    return out.reshape(w.shape[:-1])
+
+
 def band_norms(w: np.ndarray, rotary_dim: int, pairing: str) -> np.ndarray:
     """Frobenius norm of each band's two rows of per-head weights ``(heads, d, D)``: ``(heads, d_rot/2)``."""
+    return bands_from_rows(row_sq_norms(w), rotary_dim, pairing)
+
+
+def bands_from_rows(row_sq: np.ndarray, rotary_dim: int, pairing: str) -> np.ndarray:
+    """Band norms ``(heads, d_rot/2)`` from squared row norms ``(heads, d)``."""
     re, im = pair_indices(rotary_dim, pairing)
-    sq = np.sum(w * w, axis=-1)  # (heads, d): squared norm of each output row
-    return np.sqrt(sq[:, re] + sq[:, im])
+    return np.sqrt(row_sq[:, re] + row_sq[:, im])
 
 
 def band_energy(wq: np.ndarray, wk: np.ndarray, rotary_dim: int, pairing: str) -> np.ndarray:
@@ -71,8 +85,13 @@ def band_energy(wq: np.ndarray, wk: np.ndarray, rotary_dim: int, pairing: str) -
     key head ``g(h)``, :func:`kv_group`). The product bounds the Frobenius norm of
     the band's bilinear form ``W_Q,b^T R(k theta_b) W_K,b`` at every offset ``k``.
     """
-    group = kv_group(wq.shape[0], wk.shape[0])
-    return band_norms(wq, rotary_dim, pairing) * band_norms(wk, rotary_dim, pairing)[group]
+    return band_energy_from_rows(row_sq_norms(wq), row_sq_norms(wk), rotary_dim, pairing)
+
+
+def band_energy_from_rows(q_sq: np.ndarray, k_sq: np.ndarray, rotary_dim: int, pairing: str) -> np.ndarray:
+    """:func:`band_energy` from squared row norms ``(heads, d)`` and ``(kv_heads, d)``."""
+    group = kv_group(q_sq.shape[0], k_sq.shape[0])
+    return bands_from_rows(q_sq, rotary_dim, pairing) * bands_from_rows(k_sq, rotary_dim, pairing)[group]
 
 
 def high_frequency_weights(bands: int) -> np.ndarray:

@@ -285,3 +285,15 @@ def test_text_and_corpus_probes_use_the_models_tokenizer(probe, tmp_path):
     stack = open_heads(str(tmp_path / "llama"), positions=f"0:{N}", probe=probe).layer(0)
     assert_same_attention(probs, np.stack([stack.matrix(h) for h in range(stack.heads)]))
     assert stack.meta["probe"] == probe
+
+
+@pytest.mark.parametrize("model_type", ["llama", pytest.param("olmo2", marks=_needs("olmo2")),
+                                        pytest.param("qwen3", marks=_needs("qwen3"))])
+def test_row_norm_shortcut_equals_the_effective_weights(model_type, tmp_path):
+    """Band energy from row norms (what posviz heads uses) equals the one from the built effective weights."""
+    build(model_type, tmp_path / model_type)
+    source = resolve_source(str(tmp_path / model_type))
+    spec, layout = rope.rope_spec(source.config), rope_layout(source.config)
+    w = read_layer(Checkpoint(source), layout, source.config, 1, 4, spec.head_dim)
+    np.testing.assert_allclose(rope_bands.band_energy_from_rows(*w.effective_row_norms(), spec.rotary_dim, "half"),
+                               rope_bands.band_energy(*w.effective(), spec.rotary_dim, "half"), rtol=1e-12)
