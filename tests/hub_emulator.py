@@ -49,10 +49,10 @@ _CHUNK = 64 * 1024
 HASH_LIMIT = 512 * 2**20
 
 
-def _content_tag(path: Path) -> str:
-    """The file's ETag: sha256 of its bytes, or for large files of its size, mtime and first and last MiB."""
+def _content_tag(path: Path, limit: int = HASH_LIMIT) -> str:
+    """The file's ETag: sha256 of its bytes, or for files over ``limit`` of its size, mtime and first and last MiB."""
     size = path.stat().st_size
-    if size <= HASH_LIMIT:
+    if size <= limit:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     h = hashlib.sha256(f"{size}:{path.stat().st_mtime_ns}".encode())
     with open(path, "rb") as f:
@@ -102,6 +102,13 @@ class HubEmulator:
 
     def __init__(self, rate: float | None = None, port: int = 0, latency: float = 0.0) -> None:
         self.latency = latency
+        self.hash_limit = HASH_LIMIT  # files above this size get a cheap ETag (see _content_tag)
+        #: When set to N, each weight-file request waits (up to 10 s) until N requests have been in flight at once; the
+        #: counters say whether a client ever had N requests open (``max_active``), without timing guesses.
+        self.rendezvous = 0
+        self.active = 0
+        self.max_active = 0
+        self._met = threading.Condition()
         self.repos: dict[str, dict[str, dict]] = {}  # repo id -> revision (branch) -> {sha, files, etags}
         self.gated: set[str] = set()
         self.requests: list[Request] = []
@@ -140,7 +147,7 @@ class HubEmulator:
         digest = hashlib.sha1(repo_id.encode() + (b"" if revision == "main" else b"@" + revision.encode()))
         etags = {}
         for name, p in files.items():
-            h = _content_tag(p)
+            h = _content_tag(p, self.hash_limit)
             etags[name] = h
             digest.update(name.encode() + h.encode())
         sha = digest.hexdigest()
@@ -226,6 +233,19 @@ class HubEmulator:
             self.requests.append(req)
         if self.latency:
             time.sleep(self.latency)
+        with self._met:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self._met.notify_all()
+            if self.rendezvous and "/resolve/" in raw and raw.endswith((".safetensors", ".bin")):
+                self._met.wait_for(lambda: self.max_active >= self.rendezvous, timeout=10)
+        try:
+            self._route(h, req, raw, path, body)
+        finally:
+            with self._met:
+                self.active -= 1
+
+    def _route(self, h, req: Request, raw: str, path: str, body: bool) -> None:
         if path in ("", "/"):
             return self._send(h, req, 200, b"ok", body=body)
         if raw.startswith("/api/models/"):

@@ -68,3 +68,25 @@ def test_table_and_explicit_measures(series):
 def test_band_options_are_refused_for_toeplitzness(tiny_checkpoints):
     r = cli("trajectory", str(tiny_checkpoints("bert")), "--steps", "1", "--probe", "mean")
     assert r.exit_code == 2 and "--measure bands" in r.output
+
+
+def test_a_hub_series_is_fetched_concurrently_with_the_same_rows(fake_hub, tmp_path, monkeypatch):
+    """Several checkpoints in flight at once (the emulator holds weight requests until two are open), same rows
+    as one after the other."""
+    from tests.checkpoint_factory import TINY_CONFIGS
+
+    ids = []
+    for i in range(4):
+        repo = f"org/series-seed_0-step_{i}k"
+        fake_hub.add(repo, build_tiny_checkpoint("bert", tmp_path / f"c{i}", seed=i, **TINY_CONFIGS["bert"]))
+        ids.append(repo)
+    fake_hub.rendezvous = 2
+    together = cli("trajectory", *ids, "--format", "json", "--no-cache", "--null-draws", "2")
+    assert together.exit_code == 0, together.output
+    assert fake_hub.max_active >= 2
+    fake_hub.rendezvous, fake_hub.max_active = 0, 0
+    monkeypatch.setenv("POSVIZ_FETCH_WORKERS", "1")
+    monkeypatch.setenv("POSVIZ_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    apart = cli("trajectory", *ids, "--format", "json", "--no-cache", "--null-draws", "2")
+    assert apart.exit_code == 0, apart.output
+    assert json.loads(apart.stdout) == json.loads(together.stdout)
