@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from bench_hub import clean_env
+
     from tests.hub_emulator import HubEmulator
 
     repos = build(args.work / "models")
