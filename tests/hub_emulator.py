@@ -7,6 +7,7 @@ and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info with
 (``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
 Every request and every body byte sent is counted, a bandwidth cap and a per-request latency can be set,
+LFS-style redirects to a CDN address can be switched on (``cdn``),
 and fault switches let tests play a server that ignores ``Range``, a file that
 changes under the reader, or a connection dropped mid-range.
 
@@ -103,6 +104,10 @@ class HubEmulator:
     def __init__(self, rate: float | None = None, port: int = 0, latency: float = 0.0) -> None:
         self.latency = latency
         self.hash_limit = HASH_LIMIT  # files above this size get a cheap ETag (see _content_tag)
+        #: As the real Hub serves LFS files: ``resolve`` answers weight files with a 302 to a CDN address on
+        #: another host name (``localhost`` instead of ``127.0.0.1``, the same server), ``X-Linked-Etag`` and
+        #: ``X-Linked-Size`` on the redirect, and the CDN's own ETag on the file.
+        self.cdn = False
         #: When set to N, each weight-file request waits (up to 10 s) until N requests have been in flight at once; the
         #: counters say whether a client ever had N requests open (``max_active``), without timing guesses.
         self.rendezvous = 0
@@ -251,6 +256,10 @@ class HubEmulator:
         if raw.startswith("/api/models/"):
             repo_id, _, revision = raw[len("/api/models/"):].partition("/revision/")
             return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body)
+        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}
+            repo, sha, filename = (unquote(x) for x in raw[len("/cdn/"):].split("/", 2))
+            req.repo_id, req.filename = repo.replace("--", "/"), filename
+            return self._file(h, req, req.repo_id, sha, filename, body, cdn=True)
         if "/resolve/" in raw:
             repo_id, _, tail = raw.lstrip("/").partition("/resolve/")
             revision, _, filename = tail.partition("/")
@@ -287,7 +296,7 @@ class HubEmulator:
                 return f'"changed-{self._etag_counter}"'
         return f'"{repo["etags"][filename]}"'
 
-    def _file(self, h, req: Request, repo_id: str, revision: str, filename: str, body: bool) -> None:
+    def _file(self, h, req: Request, repo_id: str, revision: str, filename: str, body: bool, cdn: bool = False) -> None:
         if self._missing(h, req, repo_id, body, revision):
             return
         repo = self._revision(repo_id, revision)
@@ -296,8 +305,16 @@ class HubEmulator:
             headers = {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}
             return self._send(h, req, 404, b"", headers, body)
         size = path.stat().st_size
-        headers = {"X-Repo-Commit": repo["sha"], "ETag": self._etag(repo, filename), "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        if self.cdn and not cdn and filename.endswith((".safetensors", ".bin")):
+            port = self._server.server_address[1]
+            where = f"http://localhost:{port}/cdn/{repo_id.replace('/', '--')}/{repo['sha']}/{filename}"
+            headers = {"Location": where, "X-Repo-Commit": repo["sha"], "X-Linked-Etag": self._etag(repo, filename),
+                       "X-Linked-Size": str(size), "ETag": '"pointer-' + repo["etags"][filename][:12] + '"'}
+            return self._send(h, req, 302, b"", headers, body)
+        etag = '"cdn-' + repo["etags"][filename][:24] + '"' if cdn else self._etag(repo, filename)
+        headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if not cdn:
+            headers["X-Repo-Commit"] = repo["sha"]
         start, stop, status = 0, size, 200
         m = _RANGE.match(req.range or "")
         if m and not self.faults.ignore_range and (m.group(1) or m.group(2)):

@@ -137,3 +137,15 @@ def test_report_has_a_bands_page_naming_the_probe(llama, tmp_path):
     pages = [p.extract_text() for p in PdfReader(out).pages]
     bands = [t for t in pages if "RoPE bands" in t]
     assert len(bands) == 1 and "probe mean" in bands[0] and "wavelength" in bands[0]
+
+
+def test_hub_reads_through_a_cdn_redirect(fake_hub, llama):
+    """Weight files answered with a 302 to another host, as the Hub serves LFS files: same numbers, same ranges."""
+    fake_hub.add("org/rope-cdn", llama)
+    fake_hub.cdn = True
+    r = invoke("heads", "org/rope-cdn", "--layer", "1", "--probe", "token:7", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert any(q.status == 302 for q in fake_hub.requests) and any(q.path.startswith("/cdn/") for q in fake_hub.requests)
+    local = json.loads(invoke("heads", str(llama), "--layer", "1", "--probe", "token:7", "-f", "json").stdout)
+    assert [x["band_energy"] for x in json.loads(r.stdout)] == [x["band_energy"] for x in local]
+    assert fake_hub.file_bytes("org/rope-cdn", "model.safetensors") < (llama / "model.safetensors").stat().st_size / 4
