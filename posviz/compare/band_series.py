@@ -54,25 +54,45 @@ def band_rows(points: Sequence[SeriesPoint], *, layers: str | None = None, probe
     PosvizError
         A checkpoint that cannot be had, is not a RoPE model, or lacks a requested layer.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from posviz.batch.scoring import fetch_workers
+    from posviz.util.progress import progress
+
+    points = list(points)
+    # Checkpoints are fetched by a small pool of threads, as score_models does for E_P series (POSVIZ_FETCH_WORKERS).
+    pool = ThreadPoolExecutor(max_workers=max(1, min(fetch_workers(), len(points))), thread_name_prefix="posviz-bands")
+    rows: list[dict[str, Any]] = []
+    try:
+        futures = [pool.submit(_checkpoint_rows, p, layers, probe, positions) for p in points]
+        for i, _ in enumerate(progress(points, "checkpoint")):
+            rows += futures[i].result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    rows.sort(key=lambda r: (r["step"], r["series"], r["layer"], r["head"]))
+    return rows
+
+
+def _checkpoint_rows(p: SeriesPoint, layers: str | None, probe: str | None, positions: str | None) -> list[dict[str, Any]]:
+    """The band rows of one checkpoint (run in a worker thread, its byte bars off)."""
     from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.errors import UnsupportedModelError
     from posviz.extract.registry import open_heads
-    from posviz.util.progress import progress
+    from posviz.util.progress import quiet_bytes
 
-    rows = []
-    for p in progress(list(points), "checkpoint"):
+    with quiet_bytes():
         heads = open_heads(p.spec, probe=probe or "mean", positions=positions)
         table = LayerTable(heads.metadata())
         for scored in scan_layers(heads, parse_layers(None, layers, heads.num_layers, p.spec)):
             table.add(scored)
-        for r in table.rows():
-            if "band_energy" not in r:
-                raise UnsupportedModelError(f"{p.spec}: no RoPE band usage ({r.get('scheme')})",
-                                            "--measure bands needs a RoPE model and a probe other than none")
-            rows.append({"model": p.spec, "series": p.series, "step": p.step, "layer": r["layer"], "head": r["head"],
-                         **{k: r[k] for k in FIELDS if k in r}})
-    rows.sort(key=lambda r: (r["step"], r["series"], r["layer"], r["head"]))
-    return rows
+    out = []
+    for r in table.rows():
+        if "band_energy" not in r:
+            raise UnsupportedModelError(f"{p.spec}: no RoPE band usage ({r.get('scheme')})",
+                                        "--measure bands needs a RoPE model and a probe other than none")
+        out.append({"model": p.spec, "series": p.series, "step": p.step, "layer": r["layer"], "head": r["head"],
+                    **{k: r[k] for k in FIELDS if k in r}})
+    return out
 
 
 def band_summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

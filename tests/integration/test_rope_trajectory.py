@@ -41,9 +41,12 @@ def series(fake_hub, tmp_path):
 
 def test_band_usage_along_revisions(series, tmp_path):
     fig = tmp_path / "bands.png"
+    series.rendezvous = 2  # weight requests wait until two are open at once: the checkpoints are fetched together
     r = cli("trajectory", "org/pythia-like", "--revisions", "step1000,step2000", "--probe", "token:3",
             "--format", "json", "-o", str(fig), "-o", str(tmp_path / "rows.json"))
     assert r.exit_code == 0, r.output
+    assert series.max_active >= 2
+    series.rendezvous = 0
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert [(x["step"], x["head"]) for x in rows] == [(s, h) for s in (1000, 2000) for h in range(4)]
     assert {x["series"] for x in rows} == {"org/pythia-like"} and {x["probe"] for x in rows} == {"token:3"}
