@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                    ["--size", "tiny", "--seq-len", "128", "--batch-size", "8", "--rounds", "3", "--steps", "2"]),
     "report": ("bench_report.py", ["--runs", "3"], ["--runs", "1"]),
     "hub": ("bench_hub.py", ["--repeats", "3"], ["--quick"]),
+    "rope-70b": ("bench_rope_70b.py", ["--repeats", "3"], ["--repeats", "1"]),
+    "series": ("bench_series.py", [], ["--workers", "8"]),
 }
 
 

@@ -6,7 +6,8 @@ and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info with
 ``sha`` and ``siblings``; ``{rev}`` a branch or a commit), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
 (``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
-Every request and every body byte sent is counted, a bandwidth cap can be set,
+Every request and every body byte sent is counted, a bandwidth cap and a per-request latency can be set,
+LFS-style redirects to a CDN address can be switched on (``cdn``),
 and fault switches let tests play a server that ignores ``Range``, a file that
 changes under the reader, or a connection dropped mid-range.
 
@@ -44,6 +45,24 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _CHUNK = 64 * 1024
 
 
+#: Files larger than this get an ETag from their size, modification time and sampled bytes instead of a hash
+#: of every byte (benchmarks serve sparse files of a 70B model's full size; reading them whole would take minutes).
+HASH_LIMIT = 512 * 2**20
+
+
+def _content_tag(path: Path, limit: int = HASH_LIMIT) -> str:
+    """The file's ETag: sha256 of its bytes, or for files over ``limit`` of its size, mtime and first and last MiB."""
+    size = path.stat().st_size
+    if size <= limit:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256(f"{size}:{path.stat().st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(2**20))
+        f.seek(size - 2**20)
+        h.update(f.read(2**20))
+    return h.hexdigest()
+
+
 @dataclass
 class Request:
     """One request the emulator answered."""
@@ -78,9 +97,23 @@ class HubEmulator:
         connections (``None``: as fast as possible).
     port
         Port on 127.0.0.1 (0: any free port).
+    latency
+        Seconds each request waits before it is answered (a round trip to a distant server; 0: none).
     """
 
-    def __init__(self, rate: float | None = None, port: int = 0) -> None:
+    def __init__(self, rate: float | None = None, port: int = 0, latency: float = 0.0) -> None:
+        self.latency = latency
+        self.hash_limit = HASH_LIMIT  # files above this size get a cheap ETag (see _content_tag)
+        #: As the real Hub serves LFS files: ``resolve`` answers weight files with a 302 to a CDN address on
+        #: another host name (``localhost`` instead of ``127.0.0.1``, the same server), ``X-Linked-Etag`` and
+        #: ``X-Linked-Size`` on the redirect, and the CDN's own ETag on the file.
+        self.cdn = False
+        #: When set to N, each weight-file request waits (up to 10 s) until N requests have been in flight at once; the
+        #: counters say whether a client ever had N requests open (``max_active``), without timing guesses.
+        self.rendezvous = 0
+        self.active = 0
+        self.max_active = 0
+        self._met = threading.Condition()
         self.repos: dict[str, dict[str, dict]] = {}  # repo id -> revision (branch) -> {sha, files, etags}
         self.gated: set[str] = set()
         self.requests: list[Request] = []
@@ -119,7 +152,7 @@ class HubEmulator:
         digest = hashlib.sha1(repo_id.encode() + (b"" if revision == "main" else b"@" + revision.encode()))
         etags = {}
         for name, p in files.items():
-            h = hashlib.sha256(p.read_bytes()).hexdigest()
+            h = _content_tag(p, self.hash_limit)
             etags[name] = h
             digest.update(name.encode() + h.encode())
         sha = digest.hexdigest()
@@ -203,11 +236,30 @@ class HubEmulator:
         req = Request(h.command, path, h.headers.get("Range"))
         with self._lock:
             self.requests.append(req)
+        if self.latency:
+            time.sleep(self.latency)
+        with self._met:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self._met.notify_all()
+            if self.rendezvous and "/resolve/" in raw and raw.endswith((".safetensors", ".bin")):
+                self._met.wait_for(lambda: self.max_active >= self.rendezvous, timeout=10)
+        try:
+            self._route(h, req, raw, path, body)
+        finally:
+            with self._met:
+                self.active -= 1
+
+    def _route(self, h, req: Request, raw: str, path: str, body: bool) -> None:
         if path in ("", "/"):
             return self._send(h, req, 200, b"ok", body=body)
         if raw.startswith("/api/models/"):
             repo_id, _, revision = raw[len("/api/models/"):].partition("/revision/")
             return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body)
+        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}
+            repo, sha, filename = (unquote(x) for x in raw[len("/cdn/"):].split("/", 2))
+            req.repo_id, req.filename = repo.replace("--", "/"), filename
+            return self._file(h, req, req.repo_id, sha, filename, body, cdn=True)
         if "/resolve/" in raw:
             repo_id, _, tail = raw.lstrip("/").partition("/resolve/")
             revision, _, filename = tail.partition("/")
@@ -244,7 +296,7 @@ class HubEmulator:
                 return f'"changed-{self._etag_counter}"'
         return f'"{repo["etags"][filename]}"'
 
-    def _file(self, h, req: Request, repo_id: str, revision: str, filename: str, body: bool) -> None:
+    def _file(self, h, req: Request, repo_id: str, revision: str, filename: str, body: bool, cdn: bool = False) -> None:
         if self._missing(h, req, repo_id, body, revision):
             return
         repo = self._revision(repo_id, revision)
@@ -253,8 +305,16 @@ class HubEmulator:
             headers = {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}
             return self._send(h, req, 404, b"", headers, body)
         size = path.stat().st_size
-        headers = {"X-Repo-Commit": repo["sha"], "ETag": self._etag(repo, filename), "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        if self.cdn and not cdn and filename.endswith((".safetensors", ".bin")):
+            port = self._server.server_address[1]
+            where = f"http://localhost:{port}/cdn/{repo_id.replace('/', '--')}/{repo['sha']}/{filename}"
+            headers = {"Location": where, "X-Repo-Commit": repo["sha"], "X-Linked-Etag": self._etag(repo, filename),
+                       "X-Linked-Size": str(size), "ETag": '"pointer-' + repo["etags"][filename][:12] + '"'}
+            return self._send(h, req, 302, b"", headers, body)
+        etag = '"cdn-' + repo["etags"][filename][:24] + '"' if cdn else self._etag(repo, filename)
+        headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if not cdn:
+            headers["X-Repo-Commit"] = repo["sha"]
         start, stop, status = 0, size, 200
         m = _RANGE.match(req.range or "")
         if m and not self.faults.ignore_range and (m.group(1) or m.group(2)):
@@ -313,8 +373,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=float, default=None, help="bandwidth cap in bytes/s")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each request waits before its answer")
     args = parser.parse_args(argv)
-    hub = HubEmulator(rate=args.rate, port=args.port)
+    hub = HubEmulator(rate=args.rate, port=args.port, latency=args.latency)
     for cfg in sorted(args.root.glob("*/*/config.json")):
         name, _, revision = cfg.parent.name.partition("@")
         hub.add(f"{cfg.parent.parent.name}/{name}", cfg.parent, revision=revision or "main")

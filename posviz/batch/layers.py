@@ -194,13 +194,18 @@ class LayerTable:
         """One JSON-ready row per head and layer: provenance, conventions and scores.
 
         ``variant`` states which Toeplitzness is headlined (``full`` or ``exclude_diagonal``);
-        ``profiles`` adds each head's offset profile.
+        ``profiles`` adds each head's offset profile. Fields a source gives per head
+        (``conventions["per_head"]``, e.g. RoPE band energy) override the scores' own.
         """
         variant = "exclude_diagonal" if exclude_diagonal else "full"
         out = []
         for x in self.layers:
+            # ``per_head``: fields with one value per head (RoPE band usage), spread over the rows
+            conventions = {k: v for k, v in x.conventions.items() if k != "per_head"}
+            per_head = x.conventions.get("per_head", {})
             for head in x.scores.rows(profiles=profiles):
-                row = {**self.metadata, **x.conventions, **head, "layer": x.layer, "variant": variant}
+                own = {k: v[head["head"]] for k, v in per_head.items()}
+                row = {**self.metadata, **conventions, **head, **own, "layer": x.layer, "variant": variant}
                 first = {k: row[k] for k in _FIRST if k in row}
                 out.append({**first, **{k: v for k, v in row.items() if k not in first}})
         return out

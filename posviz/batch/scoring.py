@@ -21,7 +21,7 @@ offline run with missing checkpoints fails at once with one line naming all of t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -311,7 +311,53 @@ def score_models(
             out.missing = [p.request for p in downloads]
             out.missing_reason = reason
             plans = [p for p in plans if p.how != "download"]
-    for plan in progress(plans, progress_label) if progress_label else plans:
-        out.rows.append(run_plan(plan, settings, cache))
+    workers = fetch_workers()
+    if workers > 1 and sum(p.how == "download" for p in plans) > 1:
+        rows = _run_concurrently(plans, settings, cache, workers, progress_label)
+    else:
+        rows = (run_plan(plan, settings, cache) for plan in (progress(plans, progress_label) if progress_label else plans))
+    for plan, row in zip(plans, rows, strict=True):
+        out.rows.append(row)
         out.requests.append(plan.request)
     return out
+
+
+#: Models fetched at once from the Hub (``POSVIZ_FETCH_WORKERS``; 1: one after the other).
+DEFAULT_FETCH_WORKERS = 8
+
+
+def fetch_workers() -> int:
+    """How many models are fetched and scored at once (``POSVIZ_FETCH_WORKERS``, default 8, at least 1)."""
+    import os
+
+    try:
+        return max(1, int(os.environ.get("POSVIZ_FETCH_WORKERS", DEFAULT_FETCH_WORKERS)))
+    except ValueError:
+        return DEFAULT_FETCH_WORKERS
+
+
+def _run_concurrently(plans: list[Plan], settings: ScoreSettings, cache: ScoreCache | None, workers: int,
+                      progress_label: str | None) -> Iterator[dict[str, Any]]:
+    """Rows of ``plans`` in order, computed by a small pool of threads.
+
+    A Hub series is bound by round trips (config, header and tensor ranges per checkpoint), so several
+    checkpoints are fetched at once over the pool's connections; numpy releases the GIL while scoring.
+    One bar counts the models; the per-file byte bars stay off in the workers. The first error stops
+    the rest (pending models are cancelled) and is raised as it would be sequentially.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from posviz.util.progress import progress, quiet_bytes
+
+    def work(plan: Plan) -> dict[str, Any]:
+        with quiet_bytes():
+            return run_plan(plan, settings, cache)
+
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(plans)), thread_name_prefix="posviz-fetch")
+    try:
+        futures = [pool.submit(work, plan) for plan in plans]
+        order = progress(plans, progress_label) if progress_label else plans
+        for i, _ in enumerate(order):
+            yield futures[i].result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

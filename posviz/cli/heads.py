@@ -53,6 +53,7 @@ def command(
     null_draws: Annotated[int, typer.Option("--null-draws", min=0, help="Also sample this many seeded row permutations for the null's spread (the null mean is exact).")] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --null-draws.")] = 0,
     exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal/--full", help=HELP_VARIANT)] = True,
+    probe: Annotated[str | None, typer.Option("--probe", help="RoPE models: content probe of each head's profile f_h(k): mean (default: mean token embedding after the layer's input norm), token:ID|TEXT, corpus:FILE, or none/content-free (the weight-free kernel).", show_default=False)] = None,
     profiles: Annotated[bool, typer.Option("--profiles", help="Include each head's offset profile f̂(k) in JSON/CSV output.")] = False,
     cmap: Annotated[str, typer.Option("--cmap", help="Matplotlib colormap of the head maps.")] = "viridis",
     robust: Annotated[bool, typer.Option("--robust/--full-range", help="Clip the colour scale to the 1st-99th percentile.")] = True,
@@ -65,8 +66,10 @@ def command(
     Absolute-position models (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT, GPT-2,
     GPT-Neo, OPT, BART): (E_P W_Q + b_Q)(E_P W_K + b_K)ᵀ·scale per head, read from
     only that layer's tensors. Relative schemes: T5 bucket bias, ALiBi, the RoPE
-    kernel Σ cos(kθ_i), DeBERTa's relative-embedding Gram matrix. Every output
-    states the conventions used.
+    kernel Σ cos(kθ_i), DeBERTa's relative-embedding Gram matrix. RoPE models,
+    from one layer's W_Q/W_K: band energy per head over the rotary frequencies
+    (band 0 the highest), dominant band, high-frequency share, and the profile
+    f_h(k) of a content probe (--probe). Every output states the conventions used.
 
     Example: posviz heads albert-base-v2 --layer 0 -o albert-heads.png
     """
@@ -80,7 +83,7 @@ def command(
 
         if cmap not in matplotlib.colormaps:
             raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. viridis, hot, RdBu_r")
-    heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table)
+    heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table, probe=probe)
     scanned = LayerTable(heads.metadata())
     chosen = parse_layers(layer, layers, heads.num_layers, scanned.metadata["model"])
     keep = chosen if figures and len(chosen) == 1 else ()
@@ -95,8 +98,10 @@ def command(
             return to_json(rows)
         if kind == "csv":
             return to_csv(rows)
-        from posviz.cli.tables import heads_table
+        from posviz.cli.tables import heads_table, rope_heads_table
 
+        if "band_energy" in rows[0]:
+            return rope_heads_table(rows, conventions=scanned.convention_line)
         return heads_table(rows, chosen, exclude_diagonal=exclude_diagonal, conventions=scanned.convention_line)
 
     for path, kind in texts:
@@ -108,7 +113,10 @@ def command(
         options = HeadMapOptions(cmap=cmap, robust=robust, shared_scale=shared_scale, max_pixels=max_pixels,
                                  exclude_diagonal=exclude_diagonal)
         for path in figures:
-            _figure(path, heads, scanned, last, options=options, dpi=dpi)
+            if "band_energy" in rows[0]:
+                _bands_figure(path, scanned, rows, last, cmap=cmap, dpi=dpi)
+            else:
+                _figure(path, heads, scanned, last, options=options, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)
     if not texts:
         emit(render(fmt.value), None)
@@ -135,4 +143,19 @@ def _figure(path: Path, heads, scanned: LayerTable, last: LayerScores | None, *,
                                      title=f"{title} ({len(layers)} layers × {heads.num_heads} heads)",
                                      conventions=scanned.convention_line, null_mean=scanned.matrix("null_mean" + sfx),
                                      exclude_diagonal=options.exclude_diagonal)
+    save_figure(fig, path, dpi=dpi)
+
+
+def _bands_figure(path: Path, scanned: LayerTable, rows: list[dict], last: LayerScores | None, *, cmap: str, dpi: int) -> None:
+    """RoPE: the head x band heatmap, probe profiles (one layer) and high-frequency shares."""
+    from posviz.plots.common import save_figure
+    from posviz.plots.rope_bands import plot_rope_bands
+
+    meta, layers = scanned.metadata, scanned.indices
+    one = len(layers) == 1
+    profiles = last.stack.offsets if one and last is not None and last.stack is not None else None
+    where = f"layer {layers[0]}" if one else f"layers {', '.join(map(str, layers))}"
+    fig = plot_rope_bands(rows, profiles, title=f"{meta['model']}: RoPE band energy per head, {where}",
+                          conventions=scanned.convention_line, cmap=cmap,
+                          row_labels=None if one else [f"{r['layer']}.{r['head']}" for r in rows])
     save_figure(fig, path, dpi=dpi)

@@ -145,3 +145,33 @@ def _heads_footnote(rows: list[dict[str, Any]], conventions: str, *, exclude_dia
         f"Conventions: {conventions}.",
     ]
     return "\n".join(lines)
+
+
+def rope_heads_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
+    """``posviz heads`` on a RoPE model: band usage and probe-profile summaries per head, with a footnote."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    layers = sorted({r["layer"] for r in rows})
+    cols = (["layer"] if len(layers) > 1 else []) + ["head", "dominant band", "wavelength", "high-freq share",
+                                                      "peak k", "locality", "w(k = −1)", "f(−1)"]
+    for col in cols:
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(*([str(r["layer"])] if len(layers) > 1 else []), str(r["head"]), str(r["dominant_band"]),
+                  f"{r['dominant_wavelength']:.4g}", f"{r['high_share']:.3f}", str(r["peak_offset"]), str(r["locality"]),
+                  f"{r['weight_prev']:.3g}", f"{r['logit_prev']:.4g}")
+    r0 = rows[0]
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(t)
+    console.print("\n".join([
+        f"{r0['model']}: {r0['scheme']}; {len(r0['band_energy'])} bands; {r0['positions']} positions.",
+        "Band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| (norm gains folded in); dominant band = argmax_b E; "
+        "high-freq share = share of E in bands b < (B − 1)/2 (band 0: θ = highest).",
+        f"Probe {r0['probe']}: f_h(k) = position-only logit of the probe's q and k, k = j − i ≤ 0; peak k = argmax; "
+        "locality = width around the peak where f − mean(f) ≥ half its peak value; w(k = −1) = softmax weight of the "
+        "previous token for the last query.",
+        f"Conventions: {conventions}.",
+    ]), soft_wrap=False, markup=False)
+    return _export(console)

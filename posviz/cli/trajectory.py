@@ -1,7 +1,8 @@
-"""``posviz trajectory``: Toeplitzness of E_P along a checkpoint series, with the null band."""
+"""``posviz trajectory``: Toeplitzness of E_P along a checkpoint series, with the null band; RoPE band usage."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,12 @@ from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Norm
 from posviz.util.tables import emit, to_csv, to_json
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
+
+
+class Measure(str, Enum):
+    auto = "auto"
+    toeplitzness = "toeplitzness"
+    bands = "bands"
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
            ("excess_offdiag", "excess offdiag"), ("toeplitzness", "R² full"), ("null_mean", "null full"), ("excess", "excess full"))
@@ -66,6 +73,22 @@ def trajectory_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def band_table(summary: list[dict]) -> str:
+    """``--measure bands``: one line per checkpoint and layer, grouped by series."""
+    out = []
+    for series in dict.fromkeys(r["series"] for r in summary):
+        out.append(series)
+        out.append(f"  {'step':>10}  {'layer':>5}  {'heads':>5}  {'high-freq share':>17}  {'w(k = −1)':>10}  {'locality':>8}")
+        for r in (r for r in summary if r["series"] == series):
+            share = f"{r['high_share_mean']:.3f} ± {r['high_share_sd']:.3f}"
+            out.append(f"  {r['step']:>10}  {r['layer']:>5}  {r['heads']:>5}  {share:>17}  {r['weight_prev_mean']:>10.3g}"
+                       f"  {r['locality_median']:>8g}")
+    out.append("high-freq share: share of each head's band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| in the "
+               "high-frequency half of the RoPE bands (mean ± sd over heads); w(k = −1): mean softmax weight of the previous "
+               "token in the probe profile; locality: median width of the profile's peak (docs/definitions.md).")
+    return "\n".join(out) + "\n"
+
+
 def command(
     sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint), RUN@STEP (one of them) and/or hub ids whose name carries the step (org/name-step_20k); with --revisions, one hub id.", show_default=False)],
     revisions: Annotated[str | None, typer.Option("--revisions", metavar="R1,R2,...", help="Revisions (branches, tags, commits) of the one hub id SOURCE, each a checkpoint; steps from their names (step_20k, step-20000, 20k) or --steps.")] = None,
@@ -82,6 +105,9 @@ def command(
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+    measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of E_P; bands: RoPE band usage per head (posviz heads); auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
+    layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0).")] = None,
+    probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
@@ -89,8 +115,10 @@ def command(
     Examples: posviz trajectory runs/abs --plot abs.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
+    (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)
     """
     from posviz.batch.cache import ScoreCache, ScoreSettings
+    from posviz.compare.band_series import measure_for
     from posviz.compare.series import revision_points, series_points, series_rows
 
     figures, texts = _outputs(output, plot)
@@ -98,6 +126,14 @@ def command(
         points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
     else:
         points = series_points(sources, _parse_steps(steps))
+    chosen = measure.value if measure != Measure.auto else measure_for(points[0].spec)
+    if chosen == "bands":
+        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi)
+        return
+    if layers is not None or probe is not None:
+        from posviz.errors import OptionError
+
+        raise OptionError("--layers and --probe apply to --measure bands (RoPE models)")
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
     rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
     if missing:
@@ -119,6 +155,32 @@ def command(
         from posviz.plots.trajectory import plot_trajectory
 
         fig = plot_trajectory(rows, band=band)
+        for path in figures:
+            save_figure(fig, path, dpi=dpi)
+            typer.echo(f"wrote {path}", err=True)
+    if not texts:
+        emit(render(fmt.value), None)
+
+
+def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, probe: str | None, positions: str | None,
+           dpi: int) -> None:
+    """``--measure bands``: per-head band usage of every checkpoint, as rows, a table and a figure."""
+    from posviz.compare.band_series import band_rows, band_summary
+
+    rows = band_rows(points, layers=layers, probe=probe, positions=positions)
+    summary = band_summary(rows)
+
+    def render(kind: str) -> str:
+        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else band_table(summary)
+
+    for path, kind in texts:
+        emit(render(kind), path)
+        typer.echo(f"wrote {path}", err=True)
+    if figures:
+        from posviz.plots.band_trajectory import plot_band_trajectory
+        from posviz.plots.common import save_figure
+
+        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"])
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

@@ -104,12 +104,16 @@ class HeadsOptions:
         ``A:B`` or a slice of positions to keep, ``None`` for the scheme's default.
     table
         Position table or side (BART/T5: ``encoder`` or ``decoder``).
+    probe
+        RoPE models: the content probe of the per-head profiles (``mean``, ``token:ID|TEXT``,
+        ``corpus:FILE``, ``none``/``content-free``; see :mod:`posviz.extract.rope_probe`).
     """
 
     ln: str = "ln"
     bias: bool = True
     positions: slice | str | None = None
     table: str | None = None
+    probe: str | None = None
 
 
 def check_ln(ln: str) -> str:

@@ -82,6 +82,7 @@ def open_heads(
     bias: bool = True,
     positions: slice | str | None = None,
     table: str | None = None,
+    probe: str | None = None,
 ) -> HeadsSource:
     """Per-head positional matrices of any supported model, layer by layer.
 
@@ -104,6 +105,9 @@ def open_heads(
         ``A:B`` positions to keep; schemes without a table default to ``0:512``.
     table
         BART/mBART/T5: ``encoder`` or ``decoder``.
+    probe
+        RoPE models: content probe of the per-head profiles (default ``mean``; ``none`` for the
+        weight-free kernel); other schemes refuse it.
 
     Raises
     ------
@@ -119,8 +123,13 @@ def open_heads(
     if not source.config:
         raise UnsupportedModelError(f"{source.label}: no config.json beside the weights", "per-head maps need the model's config.json")
     family = family_for_config(source.config)
-    options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table)
-    return scheme_for(family, source.config).open(source, family, options)
+    options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table, probe=probe)
+    scheme = scheme_for(family, source.config)
+    if probe is not None and scheme.name != "rope":
+        from posviz.errors import OptionError
+
+        raise OptionError(f"--probe applies to RoPE models only, not to {source.config.get('model_type')}")
+    return scheme.open(source, family, options)
 
 
 def convention_line(c: Mapping[str, Any]) -> str:

@@ -1,12 +1,24 @@
-"""RoPE models (LLaMA, Mistral, GPT-NeoX, GPT-J, ...): the content-free kernel ``f(k) = sum_i cos(k theta_i)``.
+"""RoPE models (LLaMA, Mistral, Qwen, Gemma, OLMo, Phi, GPT-NeoX, GPT-J, ...), per head, from their weights.
 
-Frequencies from :mod:`posviz.schemes.rope` (every ``rope_type``, partial
-rotary); one Toeplitz matrix, the same for every head and layer. See
-ARCHITECTURE.md.
+Each requested layer's query/key weights are read (nothing else but their norms
+and, for the probe, the token embeddings; :mod:`posviz.extract.rope_weights`) and
+give, per head,
+
+* the band energy ``E[h, b]`` over the RoPE frequency bands (band 0: highest
+  frequency) with its summaries (:mod:`posviz.schemes.rope_bands`);
+* the content-probe profile ``f_h(k)``: the position-only logits of probe queries
+  and keys ``k`` positions apart, an ``offsets`` stack that differs per head, with
+  its peak offset, locality and previous-token weight.
+
+``--probe none`` (or ``content-free``) keeps the weight-free kernel
+``f(k) = sum_b cos(k theta_b)``, identical for every head and layer. Frequencies of
+every ``rope_type`` and partial rotary: :mod:`posviz.schemes.rope`. See
+ARCHITECTURE.md and docs/definitions.md.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +27,12 @@ import numpy as np
 from posviz.extract import alibi
 from posviz.extract.base import HeadsOptions, layer_head_counts, no_table, relative_positions
 from posviz.extract.cached import CachedHeads
+from posviz.extract.rope_probe import Probe, parse_probe, probe_input
+from posviz.extract.rope_weights import Norm, read_layer
 from posviz.positional_scores import PositionalScores
 from posviz.read.families import Family
-from posviz.schemes import rope
+from posviz.read.rope_layouts import RopeLayout, rope_layout
+from posviz.schemes import rope, rope_bands
 
 if TYPE_CHECKING:
     from posviz.read.sources import Source
@@ -28,38 +43,128 @@ def claims(family: Family, config: Mapping[str, Any]) -> bool:
     return family.scheme == "rotary" and not alibi.claims(family, config)
 
 
-def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedHeads:
-    """The kernel of the model's rotary frequencies, tiled over the heads."""
-    config = source.config
-    no_table(options, config)
-    start, stop = relative_positions(options.positions, "RoPE")
-    n = stop - start
-    layers, heads = layer_head_counts(config)
-    spec = rope.rope_spec(config)
+def _spec_conventions(spec: rope.RopeSpec) -> dict[str, Any]:
     conv = {
         "rope_type": spec.rope_type,
         "rope_theta": spec.theta,
         "head_dim": spec.head_dim,
         "rotary_dim": spec.rotary_dim,
         "attention_factor": spec.attention_factor,
+        "causal": True,
+    }
+    if spec.note:
+        conv["rope_note"] = spec.note
+    return conv
+
+
+def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedHeads:
+    """Band usage and probe profiles per head, or the content-free kernel for ``--probe none``."""
+    config = source.config
+    no_table(options, config)
+    start, stop = relative_positions(options.positions, "RoPE")
+    n = stop - start
+    layers, heads = layer_head_counts(config)
+    spec = rope.rope_spec(config)
+    probe = parse_probe(options.probe)
+    if probe.kind == "none":
+        return _content_free(source, spec, layers, heads, n, start)
+    layout = rope_layout(config)
+    plan = _WeightPlan(source, layout, spec, probe, heads, n)
+    return CachedHeads(f"RoPE per-head bands and probe profiles ({probe.label})", source.label, source.describe(), config,
+                       layers, heads, n, start, {"family": "rotary"}, plan)
+
+
+def _content_free(source: Source, spec: rope.RopeSpec, layers: int, heads: int, n: int, start: int) -> CachedHeads:
+    conv = {
+        **_spec_conventions(spec),
+        "probe": "content-free",
         "kernel": "sum_i cos(k theta_i) over the rotated pairs (content-free: identical unit-pair q and k); same for every head and layer",
         "shared_across_layers": True,
         "scale": 1.0,
         "scale_rule": "1 (kernel before the model's 1/sqrt(d_h))",
     }
-    if spec.note:
-        conv["rope_note"] = spec.note
 
     def make() -> PositionalScores:
         f = rope.kernel_offsets(spec.inv_freq, n, spec.attention_factor)
         return PositionalScores.from_offsets(np.tile(f, (heads, 1)))
 
-    return CachedHeads("RoPE content-free kernel", source.label, source.describe(), config,
+    return CachedHeads("RoPE content-free kernel", source.label, source.describe(), source.config,
                        layers, heads, n, start, {"family": "rotary"}, lambda layer: ("rope", make, conv))
 
 
+class _WeightPlan:
+    """The :data:`~posviz.extract.cached.LayerPlan` of weight-based RoPE heads: one layer's weights read on demand."""
+
+    def __init__(self, source: Source, layout: RopeLayout, spec: rope.RopeSpec, probe: Probe, heads: int, n: int) -> None:
+        from posviz.read.checkpoints import Checkpoint
+
+        self.ckpt, self.layout, self.spec, self.probe, self.heads, self.n = Checkpoint(source), layout, spec, probe, heads, n
+        config = source.config
+        if layout.scale_key and config.get(layout.scale_key):
+            self.scale, self.scale_rule = float(config[layout.scale_key]) ** -0.5, f"{layout.scale_key}^-1/2"
+        else:
+            self.scale, self.scale_rule = spec.head_dim**-0.5, "1/sqrt(d_h)"
+        self.embed_scale = math.sqrt(float(config.get("hidden_size", 1))) if layout.embed_scale else 1.0
+        self._mean_input: tuple[np.ndarray, str] | None = None
+
+    def _plain_probe(self) -> tuple[np.ndarray, str]:
+        """The probe's mean of normalised embeddings before the layer's own gain and bias (shared by all layers)."""
+        if self._mean_input is None:
+            kind, eps = self.layout.norm, self.layout.eps(self.ckpt.config)
+            plain = None if kind is None else Norm("layer" if kind.startswith("layer") else "rms", None, None, eps)
+            self._mean_input = probe_input(self.ckpt, self.layout.embed, self.probe, plain, self.embed_scale)
+        return self._mean_input
+
+    def __call__(self, layer: int):
+        weights = read_layer(self.ckpt, self.layout, self.ckpt.config, layer, self.heads, self.spec.head_dim)
+        spec, pairing = rope.rope_spec(self.ckpt.config, layer), self.layout.pairing
+        energy = rope_bands.band_energy_from_rows(*weights.effective_row_norms(), spec.rotary_dim, pairing)
+        bands = rope_bands.summarize_bands(energy)
+        mu_hat, probe_text = self._plain_probe()
+        norm = weights.input_norm
+        mu = mu_hat if norm is None else mu_hat * (1 if norm.gain is None else norm.gain) + (0 if norm.bias is None else norm.bias)
+        q, k = weights.project(mu[None], normed=True)
+        f = rope_bands.probe_profile(q[0], k[0], spec.inv_freq, self.n, rotary_dim=spec.rotary_dim, pairing=pairing,
+                                     scale=self.scale, attention_factor=spec.attention_factor)
+        prof = rope_bands.summarize_profiles(f)
+        with np.errstate(divide="ignore"):
+            wavelength = 2 * np.pi / spec.inv_freq
+        conv = {
+            **_spec_conventions(spec),
+            "pairing": pairing,
+            "kv_heads": int(weights.wk.shape[0]),
+            "probe": self.probe.label,
+            "probe_input": probe_text,
+            "band_frequency": [float(x) for x in spec.inv_freq],
+            "band_wavelength": [float(x) for x in wavelength],
+            "band_energy_rule": "||W_Q,h,b||_F * ||W_K,g(h),b||_F, norm gains folded in (docs/definitions.md)",
+            "tensors_read": weights.tensors,
+            "scale": self.scale,
+            "scale_rule": self.scale_rule,
+            "per_head": {
+                "band_energy": energy.tolist(),
+                "dominant_band": bands.dominant.tolist(),
+                "dominant_wavelength": [float(wavelength[b]) for b in bands.dominant],
+                "high_share": bands.high_share.tolist(),
+                "low_share": (1 - bands.high_share).tolist(),
+                "peak_offset": prof.peak_offset.tolist(),
+                "locality": prof.locality.tolist(),
+                "weight_prev": prof.weight_prev.tolist(),
+                "logit_prev": prof.logit_prev.tolist(),
+            },
+        }
+        return ("rope", layer), (lambda: PositionalScores.from_offsets(f)), conv
+
+
 def describe(c: Mapping[str, Any]) -> list[str]:
-    """Parts of the conventions line: rope type, base, rotated dimensions."""
+    """Parts of the conventions line: rope type, base, rotated dimensions, pairing and probe."""
     if not c.get("rope_type"):
         return []
-    return [f"rope {c['rope_type']}, theta {c['rope_theta']:g}, {c['rotary_dim']} of {c['head_dim']} dims rotated"]
+    parts = [f"rope {c['rope_type']}, theta {c['rope_theta']:g}, {c['rotary_dim']} of {c['head_dim']} dims rotated"]
+    if c.get("pairing"):
+        parts.append(f"{c['pairing']} pairing, {c['kv_heads']} key/value heads")
+    if c.get("probe") and c["probe"] != "content-free":
+        parts.append(f"probe {c['probe']}: {c['probe_input']}")
+    elif c.get("probe"):
+        parts.append("probe content-free (sum_b cos(k theta_b), no weights read)")
+    return parts

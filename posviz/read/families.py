@@ -143,7 +143,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("alibi", ("bloom", "mpt"), "alibi", note="ALiBi adds a fixed linear distance bias per head"),
     Family(
         "rotary",
-        ("llama", "mistral", "mixtral", "gpt_neox", "gptj", "qwen2", "qwen3", "gemma", "gemma2", "phi", "phi3", "falcon", "olmo", "stablelm"),
+        ("llama", "mistral", "mixtral", "gpt_neox", "gptj", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi", "phi3",
+         "falcon", "olmo", "olmo2", "stablelm"),
         "rotary",
         note="rotary position embeddings (RoPE) rotate queries and keys; there is no position table",
     ),

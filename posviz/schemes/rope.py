@@ -158,7 +158,37 @@ def _head_dim(config: Mapping[str, Any]) -> int:
     return int(head_dim)
 
 
-def rope_spec(config: Mapping[str, Any]) -> RopeSpec:
+def layer_type(config: Mapping[str, Any], layer: int) -> str | None:
+    """``sliding_attention`` or ``full_attention`` for models that alternate them (Gemma 2/3), else ``None``."""
+    types = config.get("layer_types")
+    if types:
+        return str(types[layer])
+    pattern = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern")
+    if pattern and config.get("rope_local_base_freq"):
+        return "sliding_attention" if (layer + 1) % int(pattern) else "full_attention"
+    return None
+
+
+def layer_config(config: Mapping[str, Any], layer: int) -> dict[str, Any]:
+    """The config as one layer's rotary embedding reads it.
+
+    Gemma 3 gives sliding-window layers their own rotary parameters: transformers 5
+    nests ``rope_parameters`` by layer type; earlier configs give the local layers
+    ``rope_local_base_freq`` with no scaling.
+    """
+    out = dict(config)
+    kind = layer_type(config, layer)
+    params = config.get("rope_parameters")
+    if isinstance(params, Mapping) and params and all(isinstance(v, Mapping) for v in params.values()):
+        chosen = params.get(kind or "full_attention") or next(iter(params.values()))
+        out["rope_parameters"] = dict(chosen)
+        out.pop("rope_scaling", None)
+    elif kind == "sliding_attention" and config.get("rope_local_base_freq"):
+        out.update(rope_parameters=None, rope_scaling=None, rope_theta=float(config["rope_local_base_freq"]))
+    return out
+
+
+def rope_spec(config: Mapping[str, Any], layer: int = 0) -> RopeSpec:
     """Rotary inverse frequencies ``theta_i`` of a model, from its config dict.
 
     ``default``, ``linear`` and ``dynamic`` (which equals ``default`` within the
@@ -166,12 +196,14 @@ def rope_spec(config: Mapping[str, Any]) -> RopeSpec:
     ``llama3``, ``yarn``, ``longrope`` and ``proportional`` the formulas of
     transformers' ``ROPE_INIT_FUNCTIONS`` at the trained length. Partial rotary:
     GPT-J ``rotary_dim``, GPT-NeoX ``rotary_pct``, Phi ``partial_rotary_factor``.
+    ``layer`` matters only for models whose layer types differ (:func:`layer_config`).
 
     Raises
     ------
     UnsupportedModelError
         Missing sizes or an unknown ``rope_type``.
     """
+    config = layer_config(config, layer)
     params = rope_parameters(config)
     head_dim = _head_dim(config)
     theta = float(config_value(params, ("rope_theta",), None) or config_value(config, ("rope_theta", "rotary_emb_base"), 10000.0))

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+_QUIET = threading.local()
+
+
+@contextlib.contextmanager
+def quiet_bytes() -> Iterator[None]:
+    """No byte bars from this thread (workers fetching concurrently under one bar over the models)."""
+    _QUIET.on = True
+    try:
+        yield
+    finally:
+        _QUIET.on = False
 
 
 def progress(items: Sequence[T], description: str) -> Iterator[T]:
@@ -38,7 +50,7 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
     Like :func:`progress`, the bar (rich) disappears when done. Off a terminal
     nothing is drawn and ``advance`` does nothing.
     """
-    if not sys.stderr.isatty() or total <= 0:
+    if not sys.stderr.isatty() or total <= 0 or getattr(_QUIET, "on", False):
         yield lambda n: None
         return
     from rich.console import Console

@@ -61,9 +61,12 @@ LINES = [
     ("bloom", {"positions": "0:20"}, 0,
      "slopes from BLOOM's closed form (as transformers build_alibi_tensor); causal (k > 0 masked); same for every layer; "
      "scale 1 (the bias is added to the scaled Q K^T); positions 0-19"),
-    ("llama", {"positions": "0:20"}, 0,
-     "rope default, theta 10000, 8 of 8 dims rotated; same for every layer; scale 1 (kernel before the model's 1/sqrt(d_h)); "
-     "positions 0-19"),
+    ("llama", {"positions": "0:20", "probe": "content-free"}, 0,
+     "rope default, theta 10000, 8 of 8 dims rotated; probe content-free (sum_b cos(k theta_b), no weights read); "
+     "same for every layer; scale 1 (kernel before the model's 1/sqrt(d_h)); positions 0-19"),
+    ("llama", {"positions": "0:20"}, 1,
+     "rope default, theta 10000, 8 of 8 dims rotated; half pairing, 4 key/value heads; probe mean: mean of all 64 token "
+     "embeddings (embed_tokens.weight), through the layer's input norm; scale 1/sqrt(d_h); positions 0-19"),
 ]
 
 

@@ -161,7 +161,7 @@ def test_rope_kernel_is_the_logit_of_rotated_constant_vectors():
 
 
 def test_rope_model_heads_are_exactly_toeplitz(tiny_checkpoints):
-    heads = open_heads(str(tiny_checkpoints("llama")), positions="0:100")
+    heads = open_heads(str(tiny_checkpoints("llama")), positions="0:100", probe="content-free")
     _, scores = heads.score(1)
     assert np.all(scores.toeplitzness == 1.0) and np.all(np.isnan(scores.null_mean))
     assert scores.profiles[0, 99] == pytest.approx(4.0)  # k = 0: one cos(0) per rotated pair (8 dims)

@@ -70,6 +70,8 @@ def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
     for scored in scan_layers(heads, range(heads.num_layers), keep=shown):
         if scored.stack is not None:  # pages are drawn as the layers come, so one stack is held at a time
             pages.append(_layer_page(heads, item, label, meta["scheme"], scored))
+            if "band_energy" in scored.conventions.get("per_head", {}):
+                pages.append(_bands_page(item, label, meta, scored))
         table.add(scored)
     if heads.num_layers > 1:
         pages.append(_matrix_page(item, label, table, heads.num_heads))
@@ -91,6 +93,26 @@ def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
     )
     options = HeadMapOptions(first_position=first_position(heads), causal=scored.causal, max_pixels=HEAD_PIXELS, raw_images=True)
     plot_heads(stack, scored.scores, conventions=line, options=options, fig=page)
+    return page
+
+
+def _bands_page(item: ReportItem, label: str, meta: dict, scored):
+    """RoPE: the head x band energy heatmap, the probe profiles and the high-frequency shares of one layer."""
+    from posviz.batch.layers import LayerTable
+    from posviz.plots.rope_bands import plot_rope_bands
+
+    one = LayerTable(meta)
+    one.add(scored)
+    rows = one.rows()
+    page = _page(
+        f"{SECTION.title}: {label}, layer {scored.layer}, RoPE bands",
+        f"band energy of {len(rows)} heads over {len(rows[0]['band_energy'])} rotary bands; probe {rows[0]['probe']}",
+        f"{item.label}: layer {scored.layer}, bands",
+        f"{item.label}: layer {scored.layer}. E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b||, shown as each head's share; "
+        f"dot: dominant band. Profiles f_h(k) of the probe {rows[0]['probe']} ({rows[0]['probe_input']}). "
+        f"Conventions: {scored.convention_line}",
+    )
+    plot_rope_bands(rows, scored.stack.offsets, title="", conventions="", fig=page)
     return page
 
 
@@ -134,8 +156,10 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "LayerNorm of post-LN encoders, the layer's own input LayerNorm of pre-LN decoders), ALBERT's "
                 "embedding_hidden_mapping_in applied first, biases included, and s = 1/√d_h (1 for GPT-Neo, which does not "
                 "scale). Layers after the first receive E_P directly, an approximation stated on each page. Relative schemes "
-                "give their own per-head matrix: T5's bucket bias, ALiBi's −m_h|j − i|, RoPE's content-free kernel "
-                "Σ_i cos(kθ_i), TISA's f(k), TUPE's untied positional term. Each head map is A_h with query position i down "
+                "give their own per-head matrix: T5's bucket bias, ALiBi's −m_h|j − i|, RoPE's probe profile "
+                "f_h(k) = s · Re Σ_b q̄_b conj(k̄_b) e^{−ikθ_b} of the mean token embedding after the layer's input norm (with "
+                "its band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| on a page of its own), TISA's f(k), TUPE's untied "
+                "positional term. Each head map is A_h with query position i down "
                 "and key position j across; f̂(k) is the mean of A_h along offset k = j − i. The null of a head is the exact "
                 "mean of its Toeplitzness over all row permutations of E_P (closed form), so it has no sampling noise. "
                 "The TISA paper's Figure 8 shows such maps without saying how they were extracted: these conventions are "

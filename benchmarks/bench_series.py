@@ -1,0 +1,114 @@
+"""Benchmark 9: a MultiBERTs-shaped checkpoint series from the Hub, fetched concurrently.
+
+Builds 5 seeds x 28 checkpoints of a BERT-base ``BertForPreTraining`` (real tensor names and shapes, float32
+safetensors of 420 MiB each) sparse: only each checkpoint's own position table E_P (512 x 768, distinct random
+values) is written, the rest of the file is a hole. The Hub emulator of the test suite serves them as
+``google/multiberts-seed_S-step_Kk`` at 100 MB/s (``--rate``) and 30 ms per request (``--latency``), and
+``posviz trajectory`` of all 140 ids runs as a whole process with fresh caches, once with the default pool of
+fetch workers and once with ``POSVIZ_FETCH_WORKERS=1`` (one checkpoint after the other).
+
+Reported: wall time, peak memory, requests and body bytes sent, against the bytes of the 140 position tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+from harness import posviz_cmd, run_once
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = 5
+STEPS = [0, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400,
+         1600, 1800, 2000, 2200, 2400, 2600, 2800, 3000][:28]
+EP = "bert.embeddings.position_embeddings.weight"
+
+
+def _shapes() -> list[tuple[str, tuple[int, ...]]]:
+    """The state-dict names and shapes of BertForPreTraining (bert-base-uncased), built on the meta device."""
+    import torch
+    from transformers import BertConfig, BertForPreTraining
+
+    with torch.device("meta"):
+        model = BertForPreTraining(BertConfig())
+    return [(n, tuple(t.shape)) for n, t in model.state_dict().items() if not n.endswith("position_ids")]
+
+
+def build(root: Path) -> dict[str, Path]:
+    """The 140 sparse checkpoints; returns ``{hub id: folder}``."""
+    from transformers import BertConfig
+
+    config = {**BertConfig().to_dict(), "architectures": ["BertForPreTraining"], "model_type": "bert"}
+    shapes = _shapes()
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in shapes:
+        n = 4 * int(np.prod(shape))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    start = 8 + len(raw)
+    repos = {}
+    rng = np.random.default_rng(0)
+    for seed in range(SEEDS):
+        for step in STEPS:
+            repo = f"google/multiberts-seed_{seed}-step_{step}k"
+            folder = root / repo.replace("/", "--")
+            repos[repo] = folder
+            if (folder / "model.safetensors").exists():
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text(json.dumps(config, indent=2))
+            with open(folder / "model.safetensors", "wb") as f:
+                f.write(struct.pack("<Q", len(raw)) + raw)
+                f.truncate(start + offset)
+                f.seek(start + header[EP]["data_offsets"][0])
+                f.write((0.02 * rng.standard_normal((512, 768))).astype("<f4").tobytes())
+    return repos
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--work", type=Path, default=Path(__file__).parent / "work" / "series")
+    ap.add_argument("--rate", type=float, default=100e6, help="bandwidth cap of the emulator in bytes/s (default 100 MB/s)")
+    ap.add_argument("--latency", type=float, default=0.03, help="seconds per request (default 0.03)")
+    ap.add_argument("--workers", default="8,1", help="POSVIZ_FETCH_WORKERS values to measure (default 8,1)")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from bench_hub import clean_env
+
+    from tests.hub_emulator import HubEmulator
+
+    repos = build(args.work / "models")
+    ep_bytes = len(repos) * 512 * 768 * 4
+    rows = []
+    with HubEmulator(rate=args.rate, latency=args.latency) as hub:
+        hub.hash_limit = 2**20  # sparse files: a cheap ETag instead of hashing 420 MiB of holes each
+        for repo, folder in repos.items():
+            hub.add(repo, folder)
+        for workers in args.workers.split(","):
+            home = args.work / "round"
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True)
+            env = {**clean_env(home, hub.endpoint), "POSVIZ_FETCH_WORKERS": workers}
+            hub.reset()
+            wall, peak = run_once(posviz_cmd("trajectory", *repos, "-o", str(home / "rows.json")), env)
+            got = json.loads((home / "rows.json").read_text())
+            weights = sum(hub.file_bytes(r, "model.safetensors") for r in repos)
+            rows.append({"fetch workers": workers, "wall_s": round(wall, 2), "peak_mib": round(peak),
+                         "requests": len(hub.requests), "sent_mib": round(hub.bytes_sent / 2**20, 1),
+                         "weights_sent_mib": round(weights / 2**20, 1), "E_P_mib": round(ep_bytes / 2**20, 1),
+                         "ratio_to_E_P": round(hub.bytes_sent / ep_bytes, 3), "rows": len(got)})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    from harness import markdown_table
+
+    print(markdown_table(main()))
