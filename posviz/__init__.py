@@ -42,7 +42,7 @@ _EXPORTS = {
     "PosvizError": "posviz.errors",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = sorted([*_EXPORTS, "finetune", "__version__"])
 
 
 def _version() -> str:
@@ -61,6 +61,10 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
+    if name == "finetune":  # the package posviz.finetune, callable as posviz.finetune.api.finetune
+        import importlib
+
+        return importlib.import_module("posviz.finetune")
     return _lazy_getattr(name)
 
 
