@@ -51,6 +51,17 @@ def _first_line(e: Exception) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def _cached(name: str) -> bool:
+    """Whether the ``datasets`` cache (prepared Arrow files) or the Hub cache (the repository's files) has the task."""
+    import datasets
+
+    from posviz.read.sources import hf_cache_dir
+
+    prepared = Path(os.environ.get("HF_DATASETS_CACHE") or datasets.config.HF_DATASETS_CACHE) / GLUE_ID.replace("/", "___") / name
+    repository = Path(hf_cache_dir()) / ("datasets--" + GLUE_ID.replace("/", "--"))
+    return prepared.is_dir() or repository.is_dir()
+
+
 def _load(name: str, spec: str) -> Any:
     """The task's ``DatasetDict``: a local copy, the ``datasets`` cache, or the Hub."""
     import datasets
@@ -75,11 +86,13 @@ def _load(name: str, spec: str) -> Any:
             dataset_info(GLUE_ID, timeout=10)  # fail fast when the Hub cannot be reached
         except Exception as e:
             raise TaskError(f"task {spec}: the Hub cannot be reached for {GLUE_ID} ({_first_line(e)})", hint) from None
+    offline = "offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) and no cached copy"
+    if _offline() and not _cached(name):  # datasets would retry the network (it reads the variables at import)
+        raise TaskError(f"task {spec}: cannot load {GLUE_ID} {name}: {offline}", hint)
     try:
         return datasets.load_dataset(GLUE_ID, name)
     except Exception as e:
-        why = "offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) and no cached copy" if _offline() else _first_line(e)
-        raise TaskError(f"task {spec}: cannot load {GLUE_ID} {name}: {why}", hint) from None
+        raise TaskError(f"task {spec}: cannot load {GLUE_ID} {name}: {offline if _offline() else _first_line(e)}", hint) from None
 
 
 def load_glue(spec: str) -> TaskData:

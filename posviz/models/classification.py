@@ -2,8 +2,9 @@
 
 ``PosvizForSequenceClassification`` is ``AlbertForSequenceClassification`` for the
 posviz encoder: the first token's last hidden state goes through ALBERT's pooler
-(dense + tanh), dropout and a linear classifier. Parameter names mirror
-transformers' ALBERT (``albert.pooler``, ``classifier``), so a checkpoint of
+(dense + tanh), dropout and a linear classifier. Parameter names are
+transformers' ALBERT's (``albert.pooler``, ``classifier``), so an
+``AlbertForSequenceClassification`` state dict loads unchanged (absolute scheme) and a checkpoint of
 ``posviz train`` (``PosvizForMaskedLM``: ``albert.*`` and ``predictions.*``) loads
 with its embeddings, encoder and positional modules kept and only the new head
 initialised. ``num_labels == 1`` is regression (mean squared error), as for STS-B.
@@ -34,8 +35,9 @@ class PosvizForSequenceClassification(PosvizPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.albert = PosvizModel(config)
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
-        self.pooler_activation = nn.Tanh()
+        # inside the encoder, where ALBERT keeps them (albert.pooler.*); the masked LM has no pooler
+        self.albert.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.albert.pooler_activation = nn.Tanh()
         p = getattr(config, "classifier_dropout_prob", None)
         self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -60,7 +62,7 @@ class PosvizForSequenceClassification(PosvizPreTrainedModel):
         ``num_labels == 1`` (float labels).
         """
         hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
-        pooled = self.pooler_activation(self.pooler(hidden[:, 0]))  # [CLS]: (B, hidden)
+        pooled = self.albert.pooler_activation(self.albert.pooler(hidden[:, 0]))  # [CLS]: (B, hidden)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = None
         if labels is not None:
