@@ -22,7 +22,7 @@ from posviz.finetune.loop import FinetuneSettings
 from posviz.finetune.results import SCORE, median_records, read_document, results_path, task_slug, write_document
 from posviz.finetune.targets import Target, resolve_targets
 from posviz.finetune.taskdata import TaskData
-from posviz.finetune.tasks import load_task
+from posviz.finetune.tasks import check_spec, load_task
 
 
 def _tokenizer(target: Target) -> Any:
@@ -40,17 +40,23 @@ def _tokenizer(target: Target) -> Any:
                           "offline, a hub model must be in the local Hugging Face cache (HF_HUB_OFFLINE)") from None
 
 
-def _max_length(target: Target, tokenizer: Any, settings: FinetuneSettings) -> int:
+def _checked_config(target: Target, settings: FinetuneSettings) -> int:
+    """The target's longest input (``max_length`` capped by its positions); refuses decoder-only models first."""
     from transformers import AutoConfig
 
     import posviz.models  # noqa: F401  (registers posviz-albert)
+    from posviz.errors import UnsupportedModelError
+    from posviz.finetune.loop import DECODER_HINT, is_decoder_only
 
     try:
         config = AutoConfig.from_pretrained(target.model, revision=target.revision)
     except (OSError, ValueError) as e:
         raise SourceError(f"{target.source}: cannot read its config.json ({str(e).strip().splitlines()[0]})") from None
-    limits = [settings.max_length, getattr(config, "max_position_embeddings", None), tokenizer.model_max_length]
-    return min(x for x in limits if isinstance(x, int) and 0 < x < 10**9)
+    if is_decoder_only(config):
+        raise UnsupportedModelError(f"{target.source}: {config.model_type} is a decoder-only (causal) model; "
+                                    "posviz finetune fine-tunes bidirectional encoders on their first ([CLS]) token", DECODER_HINT)
+    positions = getattr(config, "max_position_embeddings", None)
+    return min(x for x in (settings.max_length, positions) if isinstance(x, int) and x > 0)
 
 
 def _document(target: Target, data: TaskData, settings: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,21 +143,22 @@ def finetune(
     """
     from posviz.finetune.loop import quiet_transformers
 
-    quiet_transformers()
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if not tasks or not seeds:
         raise OptionError("give at least one --task and one seed", "for example --task builtin/bshift --seeds 0,1,2")
     settings = FinetuneSettings(steps, float(epochs), float(lr), int(batch_size), int(max_length), precision,
                                 train_size, dev_size, tuple(corpus) if corpus else None)
+    for spec in tasks:  # unknown task names fail before any model is loaded
+        check_spec(spec)
     targets = resolve_targets([str(s) for s in sources], checkpoints if checkpoints in (None, "all")
                               else [int(s) for s in checkpoints], out)  # type: ignore[union-attr]
-    for spec in tasks:  # unknown task names fail before any model is loaded
-        if not (spec.startswith(("glue/", "builtin/")) or spec.partition(":")[0] in ("csv", "jsonl") and ":" in spec):
-            load_task(spec)
+    quiet_transformers()
     records: list[dict[str, Any]] = []
     for target in targets:
+        length = _checked_config(target, settings)
         tokenizer = _tokenizer(target)
-        length = _max_length(target, tokenizer, settings)
+        if 0 < tokenizer.model_max_length < length:
+            length = tokenizer.model_max_length
         for spec in tasks:
             records += _one_task(target, tokenizer, length, spec, seeds, settings, resume, overwrite, on_update)
     return [*records, *median_records(records)]

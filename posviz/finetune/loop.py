@@ -23,6 +23,8 @@ from typing import Any
 from posviz.errors import OptionError, UnsupportedModelError
 from posviz.finetune.taskdata import Example, TaskData
 
+#: The hint of a model that cannot be fine-tuned.
+DECODER_HINT = "fine-tune an encoder: a posviz train run, or a BERT/ALBERT-style checkpoint"
 #: Checkpoints written per seed (the last one is what --resume continues from).
 SAVES_PER_SEED = 4
 
@@ -120,7 +122,7 @@ def load_classifier(model: str, num_labels: int, label: str, revision: str | Non
     import posviz.models  # noqa: F401  (registers posviz-albert with the Auto classes)
 
     config = AutoConfig.from_pretrained(model, revision=revision, num_labels=num_labels)
-    hint = "fine-tune an encoder: a posviz train run, or a BERT/ALBERT-style checkpoint"
+    hint = DECODER_HINT
     if is_decoder_only(config):
         raise UnsupportedModelError(f"{label}: {config.model_type} is a decoder-only (causal) model; posviz finetune "
                                     "fine-tunes bidirectional encoders on their first ([CLS]) token", hint)

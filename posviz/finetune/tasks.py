@@ -19,6 +19,21 @@ from posviz.errors import OptionError
 from posviz.finetune.taskdata import BUILTIN_NAMES, GLUE_NAMES, Example, TaskData, TaskError, check_task
 
 
+def check_spec(spec: str) -> None:
+    """Raise :class:`TaskError` for a task spec no loader knows (before any data or model is read)."""
+    kind, sep, rest = spec.partition(":")
+    if sep and kind in ("csv", "jsonl") and rest:
+        return
+    if spec.startswith("glue/") and spec.removeprefix("glue/") not in GLUE_NAMES:
+        raise TaskError(f"unknown GLUE task {spec.removeprefix('glue/')!r}", f"choose one of {', '.join(GLUE_NAMES)}")
+    if spec.startswith("builtin/") and spec.removeprefix("builtin/") not in BUILTIN_NAMES:
+        raise TaskError(f"unknown built-in task {spec.removeprefix('builtin/')!r}",
+                        f"choose one of {', '.join('builtin/' + n for n in BUILTIN_NAMES)}")
+    if not spec.startswith(("glue/", "builtin/")):
+        raise TaskError(f"unknown task {spec!r}",
+                        f"use glue/NAME ({', '.join(GLUE_NAMES)}), csv:PATH, jsonl:PATH or builtin/NAME ({', '.join(BUILTIN_NAMES)})")
+
+
 def load_task(
     spec: str,
     *,
@@ -47,6 +62,7 @@ def load_task(
     TaskError
         Unknown tasks, unreadable files, missing columns, empty splits, unseen dev labels.
     """
+    check_spec(spec)
     kind, sep, rest = spec.partition(":")
     if sep and kind in ("csv", "jsonl"):
         from posviz.finetune.local import load_local
@@ -56,13 +72,10 @@ def load_task(
         from posviz.finetune.glue import load_glue
 
         data = load_glue(spec)
-    elif spec.startswith("builtin/"):
+    else:
         from posviz.finetune.builtin import load_builtin
 
         data = load_builtin(spec, corpus=corpus, train_size=train_size or 4000, dev_size=dev_size or 1000, fits=fits)
-    else:
-        raise TaskError(f"unknown task {spec!r}",
-                        f"use glue/NAME ({', '.join(GLUE_NAMES)}), csv:PATH, jsonl:PATH or builtin/NAME ({', '.join(BUILTIN_NAMES)})")
     return check_task(subsample(data, train_size, dev_size))
 
 
