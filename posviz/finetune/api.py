@@ -170,7 +170,8 @@ def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: lis
     from posviz.finetune.loop import finetune_seed, world
     from posviz.train.processes import decided_by_main
 
-    corpus = list(settings.corpus or target.corpus or ()) or None
+    builtin = spec.startswith("builtin/")  # only built-in tasks read a corpus: it is a setting of theirs alone
+    corpus = list(settings.corpus or target.corpus or ()) or None if builtin else None
     data = load_task(spec, train_size=settings.train_size, dev_size=settings.dev_size, corpus=corpus,
                      fits=lambda text: len(tokenizer(text, truncation=False)["input_ids"]) <= length)
     path = results_path(target.root, spec, target.step)
@@ -195,7 +196,8 @@ def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: lis
         if main:
             write_document(path, _document(target, data, recorded, kept))
             shutil.rmtree(work_root / f"seed-{seed}", ignore_errors=True)
-            on_update and on_update("done", {**info, "metrics": metrics})
+            if on_update:
+                on_update("done", {**info, "metrics": metrics})
     if main:
         for folder in (work_root, work_root.parent):  # the work folders, once no seed is left unfinished
             if folder.is_dir() and not any(folder.iterdir()):

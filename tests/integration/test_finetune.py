@@ -69,6 +69,10 @@ def test_json_records_medians_and_reuse(absolute_run, fruit_csv, tmp_path):
     again = CliRunner().invoke(app, args)  # same settings: both seeds reused, nothing recomputed
     assert again.exit_code == 0 and "seed 0: finished earlier, reused" in again.stderr
     assert json.loads(again.stdout) == records and path.stat().st_mtime_ns == stamp
+    table = CliRunner().invoke(app, [a for a in args if a not in ("--format", "json")])
+    median = next(r for r in records if r["seed"] == "median" and r["metric"] == "accuracy")
+    row = next(line.split() for line in table.stdout.splitlines() if line.startswith(str(run)) and " accuracy " in line)
+    assert row[1:] == ["12", f"csv:{fruit_csv}", "accuracy", f"{median['value']:.2f}", f"{median['min']:.2f}–{median['max']:.2f}", "2"]
 
     other = CliRunner().invoke(app, [*args, "--lr", "5e-4"])  # other settings: refused, nothing written
     assert other.exit_code == 2 and other.stderr.startswith("error: ") and len(other.stderr.strip().splitlines()) == 1
