@@ -58,7 +58,7 @@ def _progress(event: str, info: dict[str, Any]) -> None:
 
 
 def command(
-    sources: Annotated[list[str], typer.Argument(help="posviz train run folders (newest complete checkpoint), RUN@STEP, model folders or hub ids (org/name[@rev]).", show_default=False)],
+    sources: Annotated[list[str], typer.Argument(metavar="SOURCE", help="posviz train run folders (newest complete checkpoint), RUN@STEP, model folders or hub ids (org/name or org/name@revision).", show_default=False)],
     task: Annotated[list[str], typer.Option("--task", "-t", help="glue/NAME (sst2 mnli qqp stsb cola mrpc qnli rte), csv:PATH[,DEV], jsonl:PATH[,DEV], builtin/bshift or builtin/replaced; repeatable.", show_default=False)],
     seeds: Annotated[str, typer.Option("--seeds", metavar="S1,S2,...", help="Fine-tuning seeds; medians over them.")] = "0",
     checkpoints: Annotated[str | None, typer.Option("--checkpoints", metavar="all|S1,S2,...", help="For runs: every kept checkpoint, or these steps.")] = None,
