@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "heads": ("bench_heads.py", ["--repeats", "3"], ["--repeats", "1", "--no-dense"]),
     "train-step": ("bench_train_step.py", ["--size", "small", "--seq-len", "128", "--batch-size", "8", "--vocab-size", "8000"],
                    ["--size", "tiny", "--seq-len", "128", "--batch-size", "8", "--rounds", "3", "--steps", "2"]),
+    "finetune-step": ("bench_finetune_step.py", ["--size", "small", "--seq-len", "128", "--batch-size", "16", "--vocab-size", "8000"],
+                      ["--size", "tiny", "--seq-len", "64", "--batch-size", "16", "--vocab-size", "8000", "--rounds", "3", "--steps", "2"]),
     "report": ("bench_report.py", ["--runs", "3"], ["--runs", "1"]),
     "hub": ("bench_hub.py", ["--repeats", "3"], ["--quick"]),
     "rope-70b": ("bench_rope_70b.py", ["--repeats", "3"], ["--repeats", "1"]),

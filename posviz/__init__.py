@@ -45,7 +45,7 @@ _EXPORTS = {
     "score_by_step": "posviz.compare.finetune",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = sorted([*_EXPORTS, "finetune", "__version__"])
 
 
 def _version() -> str:
@@ -64,6 +64,10 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
+    if name == "finetune":  # the package posviz.finetune, callable as posviz.finetune.api.finetune
+        import importlib
+
+        return importlib.import_module("posviz.finetune")
     return _lazy_getattr(name)
 
 

@@ -204,6 +204,12 @@ def tisa_run(train_corpus, tmp_path_factory) -> Path:
     return train_run(tmp_path_factory.mktemp("runs") / "tisa", "tisa", train_corpus)
 
 
+@pytest.fixture(scope="session")
+def none_run(train_corpus, tmp_path_factory) -> Path:
+    """A finished run of scheme ``none`` (no positional information at all), same settings. Do not modify."""
+    return train_run(tmp_path_factory.mktemp("runs") / "none", "none", train_corpus)
+
+
 @pytest.fixture
 def online(tmp_path, monkeypatch):
     """Hub access allowed for this test (whatever the calling environment says).

@@ -1,0 +1,134 @@
+"""Benchmark 8: fine-tuning step time of ``PosvizForSequenceClassification`` against HF ``AlbertForSequenceClassification``.
+
+Same size, vocabulary, sequence length and batch for every model; one step is
+forward + classification loss + backward + AdamW update on a padded batch of
+random token ids (lengths drawn between half and all of ``--seq-len``, the rest
+padding, as fine-tuning batches are), two classes. Models run in rotating order
+every round so that drifts in machine load hit all of them alike; the table
+reports the median per-step time over rounds, the min–max, and the ratio to HF.
+
+Targets (issue 19, "Speed"): absolute ≤ 1.1× HF ALBERT; TISA (tisa,
+absolute+tisa) ≤ 1.15×; TUPE (tupe-a, tupe-r) ≤ 1.3×.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_finetune_step.py --size small --seq-len 128 --batch-size 16
+    .venv/bin/python benchmarks/bench_finetune_step.py --device cuda --size base --seq-len 128 --batch-size 32 --precision bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+
+SCHEMES = ("absolute", "tisa", "absolute+tisa", "tupe-a", "tupe-r")
+TARGETS = {"absolute": 1.10, "tisa": 1.15, "absolute+tisa": 1.15, "tupe-a": 1.30, "tupe-r": 1.30}
+
+
+def build(name: str, args):
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    from posviz.models import SIZES, PosvizAlbertConfig, PosvizForSequenceClassification
+
+    common = dict(vocab_size=args.vocab_size, max_position_embeddings=args.seq_len, num_labels=2, **SIZES[args.size])
+    torch.manual_seed(0)
+    if name == "HF":
+        model = AlbertForSequenceClassification(AlbertConfig(**common, hidden_act="gelu_new", classifier_dropout_prob=0.1,
+                                                             attn_implementation="sdpa"))
+    else:
+        model = PosvizForSequenceClassification(PosvizAlbertConfig(**common, position_scheme=name, classifier_dropout_prob=0.1))
+    model = model.to(args.device).train()
+    return model, torch.optim.AdamW(model.parameters(), lr=2e-5)
+
+
+def make_batch(args):
+    """Random ids, right-padded to ``seq_len`` from lengths in [seq_len/2, seq_len], and binary labels."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, args.vocab_size, (args.batch_size, args.seq_len), generator=g)
+    lengths = torch.randint(args.seq_len // 2, args.seq_len + 1, (args.batch_size,), generator=g)
+    mask = (torch.arange(args.seq_len)[None] < lengths[:, None]).long()
+    ids = ids * mask  # padding id 0
+    labels = torch.randint(0, 2, (args.batch_size,), generator=g)
+    return ids.to(args.device), mask.to(args.device), labels.to(args.device)
+
+
+def step(model, opt, ids, mask, labels, args) -> None:
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    device_type = "cuda" if args.device.startswith("cuda") else "cpu"
+    with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def sync(args) -> None:
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure(args) -> dict[str, list[float]]:
+    """Seconds per step, per model and round."""
+    names = ["HF", *args.schemes]
+    models = {n: build(n, args) for n in names}
+    batch = make_batch(args)
+    for n in names:
+        for _ in range(args.warmup):
+            step(*models[n], *batch, args)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            sync(args)
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                step(*models[n], *batch, args)
+            sync(args)
+            times[n].append((time.perf_counter() - t) / args.steps)
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", default="small", choices=("tiny", "small", "base"))
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--vocab-size", type=int, default=30000)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=3, help="timed steps per model and round")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    p.add_argument("--schemes", nargs="+", default=list(SCHEMES))
+    p.add_argument("--json", default=None, help="also write the results here")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    times = measure(args)
+    med = {n: statistics.median(v) for n, v in times.items()}
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} thread(s)"
+    print(f"size {args.size}, seq {args.seq_len}, batch {args.batch_size}, vocab {args.vocab_size}, {args.precision}, {device}; "
+          f"{args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
+    print("| model | median ms/step | min–max | × HF | target | met |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for n, v in times.items():
+        ratio = med[n] / med["HF"]
+        limit = TARGETS.get(n)
+        met = "" if limit is None else "yes" if ratio <= limit else "no"
+        target = f"≤ {limit}× HF" if limit else "—"
+        print(f"| {n} | {med[n] * 1e3:.1f} | {min(v) * 1e3:.1f}–{max(v) * 1e3:.1f} | {ratio:.3f} | {target} | {met} |")
+        rows.append({"model": n, "median_s": med[n], "min_s": min(v), "max_s": max(v), "x_hf": ratio, "met": met})
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"settings": vars(args), "device": device, "results": rows}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
