@@ -40,6 +40,8 @@ _EXPORTS = {
     "resolve_source": "posviz.read.sources",
     "Checkpoint": "posviz.read.checkpoints",
     "PosvizError": "posviz.errors",
+    "attention": "posviz.observe.api",
+    "AttentionResult": "posviz.observe.api",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
