@@ -119,7 +119,7 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     if device_map is not None:
         kwargs["device_map"] = device_map
     try:
-        model = AutoModel.from_pretrained(where, **kwargs)
+        model = _quiet_load(AutoModel, where, kwargs)
     except (ValueError, ImportError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedModelError(f"{spec} cannot be loaded with eager attention: {first}",
@@ -136,6 +136,19 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")
     return LoadedModel(model=model, tokenizer=_tokenizer(where, revision, run, tokenizer), label=label,
                        num_layers=int(layers), num_heads=int(heads), max_positions=max_positions(config))
+
+
+def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:
+    """``auto.from_pretrained`` without transformers' weight-loading bar (posviz draws its own over blocks)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return auto.from_pretrained(where, **kwargs)
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def _to_device(model: Any, device: str) -> Any:
