@@ -153,7 +153,7 @@ def attention(
         raise OptionError(f"--seq-len {seq_len} is too short", "use at least 2 positions")
     if batch_size < 1 or (max_blocks is not None and max_blocks < 1):
         raise OptionError("--batch-size and --max-blocks must be at least 1")
-    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer)
+    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None)
     chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
     if any(not 0 <= x < loaded.num_layers for x in chosen):
         raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")

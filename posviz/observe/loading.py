@@ -29,7 +29,7 @@ class LoadedModel:
     model
         The module to call (the encoder alone for encoder-decoder models), in eval mode.
     tokenizer
-        The model's tokenizer, or the run's.
+        The model's tokenizer, or the run's (``None`` when not asked for).
     label
         The model as named in outputs.
     num_layers, num_heads
@@ -86,7 +86,7 @@ def _tokenizer(where: str, revision: str | None, run: Path | None, override: str
 
 
 def load_model(spec: str, *, device: str | None = None, device_map: str | None = None,
-               tokenizer: str | None = None) -> LoadedModel:
+               tokenizer: str | None = None, with_tokenizer: bool = True) -> LoadedModel:
     """Load ``spec`` with eager attention, in eval mode, and its tokenizer.
 
     Parameters
@@ -100,6 +100,8 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
         the available devices).
     tokenizer
         A tokenizer folder or id to use instead of the model's.
+    with_tokenizer
+        Load the tokenizer (``False``: the caller brings token ids; ``tokenizer`` is then ``None``).
 
     Raises
     ------
@@ -134,7 +136,8 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     model.eval()
     layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")
-    return LoadedModel(model=model, tokenizer=_tokenizer(where, revision, run, tokenizer), label=label,
+    tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
+    return LoadedModel(model=model, tokenizer=tok, label=label,
                        num_layers=int(layers), num_heads=int(heads), max_positions=max_positions(config))
 
 
