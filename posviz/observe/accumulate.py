@@ -42,7 +42,7 @@ class AttentionSums:
         if layer not in self._sums:
             self._sums[layer] = list(parts)
         else:
-            for acc, part in zip(self._sums[layer], parts):
+            for acc, part in zip(self._sums[layer], parts, strict=True):
                 acc += part
 
     def layer(self, layer: int) -> LayerSums:

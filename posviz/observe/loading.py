@@ -108,8 +108,9 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     SourceError, UnsupportedModelError
         The model or its tokenizer cannot be loaded, or has no eager attention.
     """
-    import posviz.models  # noqa: F401  (registers posviz-trained models with the Auto classes)
     from transformers import AutoConfig, AutoModel
+
+    import posviz.models  # noqa: F401  (registers posviz-trained models with the Auto classes)
 
     where, revision, label, run = _where(spec)
     try:
