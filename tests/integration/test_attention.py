@@ -247,3 +247,15 @@ def test_model_without_attention_weights_fails_clearly(absolute_run):
     model = PosvizModel.from_pretrained(absolute_run / "checkpoint-12", attn_implementation="sdpa").eval()
     with pytest.raises(UnsupportedModelError, match="no attention weights"):
         accumulate(model, np.ones((2, 8), dtype=np.int64), [0])
+
+
+def test_report_attention_section_is_opt_in(bert, corpus, tmp_path):
+    import pypdf
+
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(bert), "--no-albert", "-o", str(out), "--attention-corpus", str(corpus),
+                                   "--attention-seq-len", str(N), "--attention-max-blocks", "4", "--layers", "0"])
+    assert res.exit_code == 0, res.output
+    assert "attention" in res.stderr.split("sections:")[1]
+    text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
+    assert "Attention on text" in text and "4 blocks of 16 tokens" in text
