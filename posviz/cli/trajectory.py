@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -66,6 +67,33 @@ def trajectory_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+class Measure(str, Enum):
+    ep = "ep"
+    attention = "attention"
+
+
+ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
+                     ("positional_share", "pos. share"), ("positional_share_null", "null share"), ("sink_mass", "sink"))
+
+
+def attention_table(rows: list[dict]) -> str:
+    """``--measure attention``: one line per checkpoint (means over heads), grouped by series."""
+    from posviz.util.format import score
+
+    out = []
+    for series in dict.fromkeys(r["series"] for r in rows):
+        out.append(series)
+        out.append("  " + "  ".join(f"{label:>12}" for _, label in ATTENTION_COLUMNS))
+        for r in (r for r in rows if r["series"] == series):
+            cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in ATTENTION_COLUMNS]
+            out.append("  " + "  ".join(f"{c:>12}" for c in cells))
+    r0 = rows[0]
+    out.append(f"Means over {r0['heads']} heads (layers {r0['layers']}) of posviz attention on the same {r0['blocks']} blocks "
+               f"of {r0['positions']} tokens from {r0['corpus']}: Toeplitzness of each head's mean attention (off-diagonal R²), "
+               "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
+    return "\n".join(out) + "\n"
+
+
 def command(
     sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint), RUN@STEP (one of them) and/or hub ids whose name carries the step (org/name-step_20k); with --revisions, one hub id.", show_default=False)],
     revisions: Annotated[str | None, typer.Option("--revisions", metavar="R1,R2,...", help="Revisions (branches, tags, commits) of the one hub id SOURCE, each a checkpoint; steps from their names (step_20k, step-20000, 20k) or --steps.")] = None,
@@ -82,11 +110,19 @@ def command(
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+    measure: Annotated[Measure, typer.Option("--measure", help="ep: Toeplitzness of P = E_P E_Pᵀ (weights); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint.")] = Measure.ep,
+    corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, stdlib-docstrings[:N]).")] = "stdlib-docstrings",
+    seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention: positions per block.")] = 128,
+    layers: Annotated[str, typer.Option("--layers", help="--measure attention: layers whose heads are averaged ('all' or 0,2,5-7).")] = "all",
+    max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention: blocks of the corpus.")] = 64,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
     Rows have the fields of `posviz toeplitzness --format json` plus series and step.
+    With --measure attention: the attention each checkpoint produces on one fixed set
+    of token blocks (posviz attention), means over the heads of --layers.
     Examples: posviz trajectory runs/abs --plot abs.png;
+    posviz trajectory runs/abs --measure attention --corpus stdlib-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
     """
@@ -98,6 +134,12 @@ def command(
         points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
     else:
         points = series_points(sources, _parse_steps(steps))
+    if measure is Measure.attention:
+        from posviz.compare.attention_series import attention_series_rows
+
+        rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks)
+        _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=True)
+        return
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
     rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
     if missing:
@@ -107,18 +149,29 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
+    _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False)
+
+
+def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
+           attention: bool) -> None:
+    """Rows to the text outputs (or stdout) and the figure to every figure path."""
+    table = attention_table if attention else trajectory_table
 
     def render(kind: str) -> str:
-        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else trajectory_table(rows)
+        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else table(rows)
 
     for path, kind in texts:
         emit(render(kind), path)
         typer.echo(f"wrote {path}", err=True)
     if figures:
         from posviz.plots.common import save_figure
-        from posviz.plots.trajectory import plot_trajectory
+        from posviz.plots.trajectory import ATTENTION_PANELS, plot_trajectory
 
-        fig = plot_trajectory(rows, band=band)
+        if attention:
+            fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
+                                  title="Attention on text along training (posviz attention)")
+        else:
+            fig = plot_trajectory(rows, band=band)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

@@ -106,6 +106,7 @@ def attention(
     device_map: str | None = None,
     tokenizer: str | None = None,
     token_blocks: np.ndarray | None = None,
+    block_layout: str = "token blocks given",
     show_progress: bool = False,
 ) -> AttentionResult:
     """Run ``model`` over blocks of ``corpus`` and score the attention of every head of ``layers``.
@@ -130,7 +131,9 @@ def attention(
     tokenizer
         A tokenizer to use instead of the model's (or the run's).
     token_blocks
-        Ready token ids ``(blocks, seq_len)`` instead of a corpus.
+        Ready token ids ``(blocks, seq_len)`` instead of a corpus (``seq_len`` is then their width).
+    block_layout
+        What sits where in ``token_blocks`` (for the conventions line).
     show_progress
         Draw a progress bar over blocks on stderr (when it is a terminal).
 
@@ -157,14 +160,15 @@ def attention(
     chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
     if any(not 0 <= x < loaded.num_layers for x in chosen):
         raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
+    if token_blocks is not None:
+        seq_len = np.shape(token_blocks)[1]
+    if loaded.max_positions is not None and seq_len > loaded.max_positions:
+        raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
+                          f"use --seq-len {loaded.max_positions} or less")
     if token_blocks is None:
-        if loaded.max_positions is not None and seq_len > loaded.max_positions:
-            raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
-                              f"use --seq-len {loaded.max_positions} or less")
         ids, layout, corpus_label = _blocks(loaded, corpus, seq_len, max_blocks)
     else:
-        ids, layout, corpus_label = np.asarray(token_blocks, dtype=np.int64), "token blocks given", "given token blocks"
-        seq_len = ids.shape[1]
+        ids, layout, corpus_label = np.asarray(token_blocks, dtype=np.int64), block_layout, "given token blocks"
     from posviz.observe.rope_bands import RopeBands
 
     bands = RopeBands.attach(loaded.model, chosen)

@@ -85,6 +85,12 @@ def _tokenizer(where: str, revision: str | None, run: Path | None, override: str
         raise SourceError(f"cannot load the tokenizer of {place}: {first}", "pass --tokenizer FOLDER") from None
 
 
+def load_tokenizer(spec: str, tokenizer: str | None = None) -> Any:
+    """The tokenizer :func:`load_model` would use for ``spec`` (a run's own for ``RUN``), or ``tokenizer``."""
+    where, revision, _, run = _where(spec)
+    return _tokenizer(where, revision, run, tokenizer)
+
+
 def load_model(spec: str, *, device: str | None = None, device_map: str | None = None,
                tokenizer: str | None = None, with_tokenizer: bool = True) -> LoadedModel:
     """Load ``spec`` with eager attention, in eval mode, and its tokenizer.
@@ -143,14 +149,20 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
 
 
 def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:
-    """``auto.from_pretrained`` without transformers' weight-loading bar (posviz draws its own over blocks)."""
+    """``auto.from_pretrained`` without transformers' weight-loading bar and load report.
+
+    A masked-LM checkpoint loaded as its bare encoder has head weights it does not
+    use; transformers lists them as unexpected, which is expected here.
+    """
     from transformers.utils import logging as hf_logging
 
-    was = hf_logging.is_progress_bar_enabled()
+    was, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         return auto.from_pretrained(where, **kwargs)
     finally:
+        hf_logging.set_verbosity(verbosity)
         if was:
             hf_logging.enable_progress_bar()
 

@@ -259,3 +259,16 @@ def test_report_attention_section_is_opt_in(bert, corpus, tmp_path):
     assert "attention" in res.stderr.split("sections:")[1]
     text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
     assert "Attention on text" in text and "4 blocks of 16 tokens" in text
+
+
+def test_trajectory_measure_attention(absolute_run, train_corpus, tmp_path):
+    res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "attention", "--corpus", str(train_corpus),
+                                   "--seq-len", "32", "--max-blocks", "4", "--format", "json", "--plot", str(tmp_path / "t.png")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["step"] for r in rows] == [6, 12] and {r["blocks"] for r in rows} == {4}
+    assert (tmp_path / "t.png").stat().st_size > 10_000
+    # the same blocks, one checkpoint at a time through the Python API
+    direct = attention(f"{absolute_run}@12", corpus=str(train_corpus), seq_len=32, max_blocks=4, layers="all").records()
+    assert rows[1]["toeplitzness_offdiag"] == pytest.approx(np.mean([r["toeplitzness_offdiag"] for r in direct]), abs=1e-12)
+    assert rows[1]["positional_share"] == pytest.approx(np.mean([r["positional_share"] for r in direct]), abs=1e-12)
