@@ -160,18 +160,24 @@ def test_alibi_mean_attention_decays_by_the_slope(tmp_path):
     assert (np.diff(r.stats[0].toeplitzness_offdiag[order]) < 0).all()
 
 
-@pytest.mark.parametrize("model_type", ["gpt2", "bert"])
+def _no_wpe(sd) -> None:  # NoPE: a GPT-2 whose position table is zero
+    sd["wpe.weight"].zero_()
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "bert", "t5", "gpt2-nope"])
 def test_statistics_match_dense_output_attentions(tmp_path, model_type):
     import torch
     from transformers import AutoModel
 
-    folder = _save(model_type, tmp_path / model_type)
+    kind = model_type.removesuffix("-nope")
+    folder = _save(kind, tmp_path / model_type, edit=_no_wpe if model_type.endswith("nope") else None)
     ids = np.random.default_rng(3).integers(1, 64, size=(5, N))
     r = attention(str(folder), token_blocks=ids, layers="all", batch_size=2)
     model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    model = model.get_encoder() if kind == "t5" else model
     with torch.no_grad():
-        maps = model(torch.as_tensor(ids), output_attentions=True).attentions
-    causal = model_type == "gpt2"
+        maps = model(input_ids=torch.as_tensor(ids), output_attentions=True).attentions
+    causal = kind == "gpt2"
     assert r.causal == causal
     mask = support_mask(N, causal)
     for layer in (0, 1):
@@ -272,3 +278,23 @@ def test_trajectory_measure_attention(absolute_run, train_corpus, tmp_path):
     direct = attention(f"{absolute_run}@12", corpus=str(train_corpus), seq_len=32, max_blocks=4, layers="all").records()
     assert rows[1]["toeplitzness_offdiag"] == pytest.approx(np.mean([r["toeplitzness_offdiag"] for r in direct]), abs=1e-12)
     assert rows[1]["positional_share"] == pytest.approx(np.mean([r["positional_share"] for r in direct]), abs=1e-12)
+
+
+def test_rope_band_norms(tmp_path):
+    """Mean query/key norm per RoPE band (rotate-half pairs) against the projections applied by hand."""
+    import torch
+    from transformers import AutoModel
+
+    folder = _save("llama", tmp_path / "llama", num_key_value_heads=2)
+    ids = np.random.default_rng(5).integers(1, 64, size=(3, N))
+    r = attention(str(folder), token_blocks=ids, layers="1")
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        hidden = model(input_ids=torch.as_tensor(ids), output_hidden_states=True).hidden_states[1]  # input of layer 1
+        attn = model.layers[1].self_attn
+        x = model.layers[1].input_layernorm(hidden).double()
+        for which, proj, heads in (("query", attn.q_proj, 4), ("key", attn.k_proj, 2)):
+            y = (x @ proj.weight.double().T).reshape(3, N, heads, 8)
+            want = torch.sqrt(y[..., :4] ** 2 + y[..., 4:] ** 2).mean(dim=(0, 1)).numpy()
+            np.testing.assert_allclose(r.rope_bands[1][which], want, rtol=1e-5)
+    assert len(r.records()[0]["query_band_norms"]) == 4
