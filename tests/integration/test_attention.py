@@ -179,6 +179,14 @@ def test_statistics_match_dense_output_attentions(tmp_path, model_type):
         maps = model(input_ids=torch.as_tensor(ids), output_attentions=True).attentions
     causal = kind == "gpt2"
     assert r.causal == causal
+    from posviz.observe.accumulate import _Capture
+
+    capture, seen = _Capture(model), []
+    capture.deliver = lambda layer, probs: seen.append(layer)
+    with torch.inference_mode():
+        capture.run(torch.as_tensor(ids[:2]))
+        capture.run(torch.as_tensor(ids[:2]))
+    assert capture.sites and seen == [0, 1, 0, 1]  # after the first batch, each layer's maps are taken inside the pass
     mask = support_mask(N, causal)
     for layer in (0, 1):
         blocks = maps[layer].double().numpy()  # (B, H, n, n)
