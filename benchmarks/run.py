@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run.py            # all seven, full size (about 30-40 min on 2 cores)
+    .venv/bin/python benchmarks/run.py            # all eight, full size (about 30-40 min on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller inputs, fewer repeats (a few minutes)
     .venv/bin/python benchmarks/run.py extract startup   # a selection
 
@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
                    ["--size", "tiny", "--seq-len", "128", "--batch-size", "8", "--rounds", "3", "--steps", "2"]),
     "report": ("bench_report.py", ["--runs", "3"], ["--runs", "1"]),
     "hub": ("bench_hub.py", ["--repeats", "3"], ["--quick"]),
+    "attention": ("bench_attention.py", ["--blocks", "8", "--repeats", "3"], ["--blocks", "2", "--repeats", "1"]),
 }
 
 

@@ -70,7 +70,8 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "query; its mean is exact (closed form). f(k) is the mean of Ā_h along offset k = j − i. The positional "
                 "share is 1 − Σ_b Σ_ij (A_b,ij − f(j − i))² / Σ_b Σ_ij (A_b,ij − mean)²: how much of every block's "
                 "attention the offset profile alone explains, with the same row-shuffle null applied to every block. "
-                "The statistics come from streaming sums (Σ_b A_b and per-row sums of squares), one layer's at a time.",
+                "The statistics come from streaming sums (Σ_b A_b and per-row sums of squares), each layer's maps added as soon as "
+                "the layer has produced them.",
             ),
         )
     ]
