@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run.py            # all seven, full size (about 30-40 min on 2 cores)
+    .venv/bin/python benchmarks/run.py            # all eight, full size (about 30-40 min on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller inputs, fewer repeats (a few minutes)
     .venv/bin/python benchmarks/run.py extract startup   # a selection
 
@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "hub": ("bench_hub.py", ["--repeats", "3"], ["--quick"]),
     "rope-70b": ("bench_rope_70b.py", ["--repeats", "3"], ["--repeats", "1"]),
     "series": ("bench_series.py", [], ["--workers", "8"]),
+    "attention": ("bench_attention.py", ["--blocks", "8", "--repeats", "3"], ["--blocks", "2", "--repeats", "1"]),
 }
 
 

@@ -43,6 +43,8 @@ _EXPORTS = {
     "table3": "posviz.compare.finetune",
     "table3_markdown": "posviz.compare.finetune",
     "score_by_step": "posviz.compare.finetune",
+    "attention": "posviz.observe.api",
+    "AttentionResult": "posviz.observe.api",
 }
 
 __all__ = sorted([*_EXPORTS, "finetune", "__version__"])

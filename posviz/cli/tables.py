@@ -175,3 +175,22 @@ def rope_heads_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
         f"Conventions: {conventions}.",
     ]), soft_wrap=False, markup=False)
     return _export(console)
+
+
+def attention_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
+    """``posviz attention``: one line per (layer, head) with Toeplitzness, null, positional share, peak and sink."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("layer", "head", "R² off-diag", "null", "R² full", "null", "pos. share", "null", "peak k", "sink"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(str(r["layer"]), str(r["head"]), *[score(r[k], negative_zero=True) for k in (
+            "toeplitzness_offdiag", "null_mean_offdiag", "toeplitzness", "null_mean", "positional_share", "positional_share_null")],
+            str(r["profile_peak"]), f"{r['sink_mass']:.3f}")
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(t)
+    console.print(f"Toeplitzness of the mean attention over blocks; positional share: R² of every block's attention "
+                  f"explained by the offset profile. {conventions}.", soft_wrap=False)
+    return _export(console)

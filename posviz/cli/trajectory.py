@@ -18,6 +18,7 @@ class Measure(str, Enum):
     auto = "auto"
     toeplitzness = "toeplitzness"
     bands = "bands"
+    attention = "attention"
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
            ("excess_offdiag", "excess offdiag"), ("toeplitzness", "R² full"), ("null_mean", "null full"), ("excess", "excess full"))
@@ -86,6 +87,27 @@ def band_table(summary: list[dict]) -> str:
     out.append("high-freq share: share of each head's band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| in the "
                "high-frequency half of the RoPE bands (mean ± sd over heads); w(k = −1): mean softmax weight of the previous "
                "token in the probe profile; locality: median width of the profile's peak (docs/definitions.md).")
+
+
+ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
+                     ("positional_share", "pos. share"), ("positional_share_null", "null share"), ("sink_mass", "sink"))
+
+
+def attention_table(rows: list[dict]) -> str:
+    """``--measure attention``: one line per checkpoint (means over heads), grouped by series."""
+    from posviz.util.format import score
+
+    out = []
+    for series in dict.fromkeys(r["series"] for r in rows):
+        out.append(series)
+        out.append("  " + "  ".join(f"{label:>12}" for _, label in ATTENTION_COLUMNS))
+        for r in (r for r in rows if r["series"] == series):
+            cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in ATTENTION_COLUMNS]
+            out.append("  " + "  ".join(f"{c:>12}" for c in cells))
+    r0 = rows[0]
+    out.append(f"Means over {r0['heads']} heads (layers {r0['layers']}) of posviz attention on the same {r0['blocks']} blocks "
+               f"of {r0['positions']} tokens from {r0['corpus']}: Toeplitzness of each head's mean attention (off-diagonal R²), "
+               "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
     return "\n".join(out) + "\n"
 
 
@@ -105,14 +127,20 @@ def command(
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
-    measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of E_P; bands: RoPE band usage per head (posviz heads); auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
-    layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0).")] = None,
+    measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
+    layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
+    corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, stdlib-docstrings[:N]).")] = "stdlib-docstrings",
+    seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention: positions per block.")] = 128,
+    max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention: blocks of the corpus.")] = 64,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
     Rows have the fields of `posviz toeplitzness --format json` plus series and step.
+    With --measure attention: the attention each checkpoint produces on one fixed set
+    of token blocks (posviz attention), means over the heads of --layers.
     Examples: posviz trajectory runs/abs --plot abs.png;
+    posviz trajectory runs/abs --measure attention --corpus stdlib-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
     (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)
@@ -130,10 +158,16 @@ def command(
     if chosen == "bands":
         _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi)
         return
+    if chosen == "attention":
+        from posviz.compare.attention_series import attention_series_rows
+
+        rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks)
+        _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=True)
+        return
     if layers is not None or probe is not None:
         from posviz.errors import OptionError
 
-        raise OptionError("--layers and --probe apply to --measure bands (RoPE models)")
+        raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention")
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
     rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
     if missing:
@@ -143,18 +177,29 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
+    _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False)
+
+
+def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
+           attention: bool) -> None:
+    """Rows to the text outputs (or stdout) and the figure to every figure path."""
+    table = attention_table if attention else trajectory_table
 
     def render(kind: str) -> str:
-        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else trajectory_table(rows)
+        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else table(rows)
 
     for path, kind in texts:
         emit(render(kind), path)
         typer.echo(f"wrote {path}", err=True)
     if figures:
         from posviz.plots.common import save_figure
-        from posviz.plots.trajectory import plot_trajectory
+        from posviz.plots.trajectory import ATTENTION_PANELS, plot_trajectory
 
-        fig = plot_trajectory(rows, band=band)
+        if attention:
+            fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
+                                  title="Attention on text along training (posviz attention)")
+        else:
+            fig = plot_trajectory(rows, band=band)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

@@ -85,6 +85,10 @@ class PosvizAttention(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.attention_dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
+        # Eager attention (attn_implementation="eager") passes the probabilities through this module, where
+        # forward hooks can read them (``posviz attention``); SDPA never forms them. No parameters.
+        self.attention_probs = nn.Identity()
+        self.config = config
 
     def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
         b, n, _ = hidden_states.shape
@@ -94,12 +98,19 @@ class PosvizAttention(nn.Module):
         v = self.value(hidden_states).view(shape).transpose(1, 2)
         if attention_bias is not None and attention_bias.dtype != q.dtype:
             attention_bias = attention_bias.to(q.dtype)
-        out = F.scaled_dot_product_attention(
-            q, k, v,
-            attn_mask=attention_bias,
-            dropout_p=self.attention_dropout.p if self.training else 0.0,
-            scale=self.scaling,
-        )  # (B, H, n, d_h); attn_mask (1 or B, H, n, n) is added to the scaled logits
+        if getattr(self.config, "_attn_implementation", None) == "eager":
+            logits = torch.matmul(q, k.transpose(-1, -2)) * self.scaling  # (B, H, n, n)
+            if attention_bias is not None:
+                logits = logits + attention_bias
+            probs = self.attention_probs(torch.softmax(logits, dim=-1))
+            out = torch.matmul(self.attention_dropout(probs), v)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v,
+                attn_mask=attention_bias,
+                dropout_p=self.attention_dropout.p if self.training else 0.0,
+                scale=self.scaling,
+            )  # (B, H, n, d_h); attn_mask (1 or B, H, n, n) is added to the scaled logits
         out = self.output_dropout(self.dense(out.transpose(1, 2).reshape(b, n, -1)))  # (B, n, hidden)
         return self.LayerNorm(hidden_states + out)
 

@@ -62,6 +62,8 @@ class HeadMapOptions:
         Embed each (pooled) map as an image with one pixel per cell and no
         resampling (small, exact PDFs), instead of rasterising it at the
         figure's resolution.
+    value_label
+        What the maps show, on the colourbar.
     """
 
     first_position: int = 0
@@ -74,6 +76,7 @@ class HeadMapOptions:
     exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL
     columns: int | None = None
     raw_images: bool = False
+    value_label: str = "position-only logit"
 
 
 def plot_heads(
@@ -211,7 +214,7 @@ def draw_head_maps(container, pooled: np.ndarray, r2: np.ndarray, *, n: int, nco
         extend = colorbar_extend(finite, *limits[0]) if finite.size else "neither"
         cb = container.colorbar(image, ax=axes, shrink=0.8, extend=extend, pad=0.01)
         cb.ax.tick_params(labelsize=6)
-        cb.set_label("position-only logit (shared scale)", fontsize=6)
+        cb.set_label(f"{o.value_label} (shared scale)", fontsize=6)
     return axes
 
 

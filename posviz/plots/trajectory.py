@@ -11,6 +11,11 @@ PANELS = (
     ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness of P = E_P E_Pᵀ, off-diagonal R²"),
     ("toeplitzness", "null_mean", "null_std", "full R² (all n² entries; its null falls as the diagonal\nstops dominating)"),
 )
+#: The panels of ``posviz trajectory --measure attention`` (means over the chosen layers' heads).
+ATTENTION_PANELS = (
+    ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness of mean attention,\noff-diagonal R² (mean over heads)"),
+    ("positional_share", "positional_share_null", "positional_share_null_std", "positional share (mean over heads)"),
+)
 
 
 def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -20,7 +25,8 @@ def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None):
+def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None,
+                    panels: Sequence[tuple[str, str, str, str]] = PANELS, null_label: str = "null mean ± sd (row-permuted E_P)"):
     """Two panels (off-diagonal R², the headline, then full R²) against step: each series with its null mean ± sd as a band.
 
     Parameters
@@ -31,6 +37,11 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
         Also draw the mean ± sd over series at the steps every series has.
     title
         Figure title.
+    panels
+        ``(field, null field, null sd field, y label)`` of the two panels (:data:`PANELS`,
+        :data:`ATTENTION_PANELS`).
+    null_label
+        Legend entry of the null lines.
 
     Returns
     -------
@@ -47,7 +58,7 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     steps = np.array([r["step"] for r in rows], dtype=float)
     positive = steps[steps > 0]
     log_x = positive.size > 0 and positive.max() / positive.min() >= 100
-    for ax, (field, null_field, sd_field, ylabel) in zip(axes, PANELS, strict=True):
+    for ax, (field, null_field, sd_field, ylabel) in zip(axes, panels, strict=True):
         for i, (name, rs) in enumerate(groups.items()):
             color = f"C{i % 10}"
             x = np.array([r["step"] for r in rs], dtype=float)
@@ -68,7 +79,7 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
         if log_x:
             ax.set_xscale("symlog", linthresh=float(positive.min()))
         ax.grid(alpha=0.3)
-    axes[0].plot([], [], ":", color="grey", label="null mean ± sd (row-permuted E_P)")
+    axes[0].plot([], [], ":", color="grey", label=null_label)
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(title or "Toeplitzness of E_P along training", fontsize=11)
     return fig

@@ -51,6 +51,11 @@ class ReportOptions:
     layers
         Layers whose head grids get a page (``"0"``, ``"0,5-7"``, ``"all"``); the
         layer x head Toeplitzness page always covers every layer.
+    attention_corpus
+        Corpus spec for the attention section (``posviz attention``); ``None`` leaves
+        the section out, so that reports do not run models unless asked.
+    attention_seq_len, attention_max_blocks
+        Block length and number of blocks of the attention section.
     """
 
     title: str | None = None
@@ -66,6 +71,9 @@ class ReportOptions:
     scores: Mapping[str, float] = field(default_factory=dict)
     albert: bool = True
     layers: str = "0"
+    attention_corpus: str | None = None
+    attention_seq_len: int = 128
+    attention_max_blocks: int = 64
 
 
 @dataclass

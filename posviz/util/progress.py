@@ -60,3 +60,28 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextlib.contextmanager
+def count_progress(total: int, description: str) -> Iterator[Callable[[int], None]]:
+    """A bar on stderr counting items (blocks of text, say), when stderr is a terminal; yields ``update(done)``.
+
+    ``update`` takes the number done so far. Off a terminal nothing is drawn.
+    """
+    if not sys.stderr.isatty() or total <= 1:
+        yield lambda done: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda done: bar.update(task, completed=done)

@@ -24,6 +24,10 @@ REFERENCES: dict[str, str] = {
         "Z. Lan, M. Chen, S. Goodman, K. Gimpel, P. Sharma and R. Soricut. ALBERT: A Lite BERT for Self-supervised "
         "Learning of Language Representations. ICLR 2020. arXiv:1909.11942."
     ),
+    "barbero2025": (
+        "F. Barbero, A. Vitvitskyi, C. Perivolaropoulos, R. Pascanu and P. Veličković. Round and Round We Go! What "
+        "makes Rotary Positional Encodings useful? ICLR 2025. arXiv:2410.06205."
+    ),
     "albert-readme": (
         "google-research/albert, README: results table 'v2 vs v1' (github.com/google-research/albert)."
     ),

@@ -1,0 +1,102 @@
+"""``posviz attention``: how translation-invariant the attention a model produces on a corpus is, per head."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posviz.cli.options import OutputFormat
+from posviz.util.tables import emit, to_csv, to_json
+
+TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def _outputs(paths: list[Path] | None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Split ``-o`` paths into figures and text files, validating each before any work."""
+    from posviz.plots.common import FIGURE_EXTENSIONS
+    from posviz.util.atomic import check_output_path
+
+    figures, texts = [], []
+    for p in paths or []:
+        check_output_path(p, (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
+        if p.suffix.lower() in TEXT_EXTENSIONS:
+            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
+        else:
+            figures.append(p)
+    return figures, texts
+
+
+def figure_paths(path: Path, layers: list[int]) -> list[tuple[int, Path]]:
+    """One figure per layer: ``PATH`` for one layer, ``STEM-layerL.SUFFIX`` for several."""
+    if len(layers) == 1:
+        return [(layers[0], path)]
+    return [(layer, path.with_name(f"{path.stem}-layer{layer}{path.suffix}")) for layer in layers]
+
+
+def command(
+    model: Annotated[str, typer.Argument(help="Model folder, hub id, packaged model, RUN or RUN@STEP.", show_default=False)],
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Text file, folder, stdlib-docstrings[:N] or a dataset id.")] = "stdlib-docstrings",
+    seq_len: Annotated[int, typer.Option("--seq-len", "-n", min=2, help="Positions per block, special tokens included.")] = 128,
+    layers: Annotated[str, typer.Option("--layers", help="'all' or a list like 0,2,5-7.")] = "0",
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Blocks per forward pass.")] = 8,
+    max_blocks: Annotated[int, typer.Option("--max-blocks", min=0, help="At most this many blocks of the corpus (0: all).")] = 256,
+    device: Annotated[Device, typer.Option("--device", help="Where the model runs (ignored with --device-map).")] = Device.cpu,
+    device_map: Annotated[str | None, typer.Option("--device-map", help="'auto': accelerate spreads a model too large for one device.")] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer folder or id instead of the model's (or the run's).")] = None,
+    output: Annotated[list[Path] | None, typer.Option("--output", "-o", help="Figure (.png/.pdf/.svg; one per layer) and/or records (.txt/.csv/.json); repeatable.")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the records on stdout.")] = OutputFormat.table,
+    profiles: Annotated[bool, typer.Option("--profiles", help="Include each head's offset profile in JSON/CSV output.")] = False,
+    dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+) -> None:
+    """Attention the model produces on text: per head, Toeplitzness of the mean attention, offset profile, positional share.
+
+    Runs the model (eager attention) over blocks of the corpus and, for every head
+    of the chosen layers, reports the Toeplitzness of its mean attention (off-diagonal
+    and full, each with a row-shuffle null), the offset k = j - i of the largest mean
+    attention, the positional share (how much of each block's attention the offset
+    profile alone explains) and the attention to position 0. Causal models are
+    scored over j <= i only. Any architecture AutoModel loads, NoPE included.
+
+    Example: posviz attention bert-base-uncased --corpus stdlib-docstrings --seq-len 128 --layers all -o bert.json
+    """
+    from posviz.errors import OptionError
+    from posviz.observe.api import attention
+
+    figures, texts = _outputs(output)
+    if device_map is not None and device_map != "auto":
+        raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
+    result = attention(model, corpus=corpus, seq_len=seq_len, layers=layers, batch_size=batch_size,
+                       max_blocks=max_blocks or None, device=device.value, device_map=device_map,
+                       tokenizer=tokenizer, show_progress=True)
+    rows = result.records(profiles=profiles)
+
+    def render(kind: str) -> str:
+        if kind == "json":
+            return to_json(rows)
+        if kind == "csv":
+            return to_csv(rows)
+        from posviz.cli.tables import attention_table
+
+        return attention_table(rows, conventions=result.conventions)
+
+    for path, kind in texts:
+        emit(render(kind), path)
+        typer.echo(f"wrote {path}", err=True)
+    if figures:
+        from posviz.plots.attention import plot_attention_layer
+        from posviz.plots.common import save_figure
+
+        for path in figures:
+            for layer, target in figure_paths(path, result.layers):
+                save_figure(plot_attention_layer(result, layer), target, dpi=dpi)
+                typer.echo(f"wrote {target}", err=True)
+    if not texts:
+        emit(render(fmt.value), None)

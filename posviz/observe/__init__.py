@@ -1,0 +1,25 @@
+"""Running a model on text and accumulating per-head attention statistics (``posviz attention``).
+
+Layers of this package, bottom to top: corpus blocks (:mod:`~posviz.observe.corpus_blocks`),
+model loading (:mod:`~posviz.observe.loading`), streaming sums (:mod:`~posviz.observe.accumulate`),
+RoPE band norms (:mod:`~posviz.observe.rope_bands`), statistics (:mod:`~posviz.observe.statistics`)
+and the entry point :func:`~posviz.observe.api.attention`. Definitions: docs/definitions.md.
+"""
+
+from __future__ import annotations
+
+from posviz.util.lazy import lazy_exports
+
+_EXPORTS = {
+    "attention": "posviz.observe.api",
+    "AttentionResult": "posviz.observe.api",
+    "layer_statistics": "posviz.observe.statistics",
+    "LayerSums": "posviz.observe.statistics",
+    "HeadAttention": "posviz.observe.statistics",
+    "make_token_blocks": "posviz.observe.corpus_blocks",
+    "load_model": "posviz.observe.loading",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

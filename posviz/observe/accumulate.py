@@ -1,0 +1,247 @@
+"""Run a model over token blocks and accumulate each chosen layer's attention as streaming sums.
+
+Per chosen layer only the sums of :class:`~posviz.observe.statistics.LayerSums` are
+kept (``sum_b A_b``, per-row sums of squares and of squared row sums), in float64 on
+the device where that layer's attention is produced (several devices under
+``device_map="auto"``). Each layer's attention maps are added as soon as the layer
+has produced them and are then dropped (:class:`_Capture`), so memory is the model,
+one layer's maps of one batch, and one ``(heads, n, n)`` float64 sum per chosen
+layer, whatever the corpus size and the number of layers.
+
+Attention probabilities come from Hugging Face's ``output_attentions=True`` (eager
+attention), or, for models trained by ``posviz train``, from their
+``attention_probs`` modules (:mod:`posviz.models.modeling_posviz`), in call order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from posviz.errors import UnsupportedModelError
+from posviz.observe.statistics import LayerSums
+
+
+class AttentionSums:
+    """Float64 running sums of the attention of some layers (created at the first batch, on its device)."""
+
+    def __init__(self, layers: Sequence[int]) -> None:
+        self.layers = list(layers)
+        self.blocks = 0
+        self._sums: dict[int, list[Any]] = {}
+
+    def add(self, layer: int, probs: Any) -> None:
+        """Add one batch of one layer: ``probs`` of shape ``(batch, heads, n, n)``."""
+        import torch
+
+        a = probs.detach().to(torch.float64)
+        row_sum = a.sum(dim=-1)  # (B, H, n)
+        parts = (a.sum(dim=0), (a * a).sum(dim=(0, 3)), (row_sum * row_sum).sum(dim=0))
+        if layer not in self._sums:
+            self._sums[layer] = list(parts)
+        else:
+            for acc, part in zip(self._sums[layer], parts, strict=True):
+                acc += part
+
+    def layer(self, layer: int) -> LayerSums:
+        """The sums of one layer, as numpy arrays."""
+        total, row_sq, row_sum_sq = (t.cpu().numpy() for t in self._sums[layer])
+        return LayerSums(blocks=self.blocks, total=total, row_sq=row_sq, row_sum_sq=row_sum_sq)
+
+    def causal(self) -> bool:
+        """True when every chosen layer puts exactly zero attention above the diagonal (a causal mask).
+
+        Softmax gives exact zeros only where a mask put minus infinity, so this
+        recognises causal attention from the model's behaviour, whatever its class.
+        """
+        import torch
+
+        for total, _, _ in self._sums.values():
+            upper = torch.triu(total, diagonal=1)
+            if bool((upper != 0).any()):
+                return False
+        return True
+
+
+def _posviz_probe(model: Any) -> list[Any] | None:
+    """The ``attention_probs`` modules of a posviz model (switched to returning probabilities), else ``None``."""
+    mods = [m for name, m in model.named_modules() if name.endswith("attention.attention_probs")]
+    return mods or None
+
+
+def _no_weights(model: Any) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"{type(model).__name__} returned no attention weights",
+        "posviz loads models with attn_implementation='eager'; this architecture does not expose its attention probabilities",
+    )
+
+
+class _Capture:
+    """Hands each layer's attention probabilities to a callback, as soon as each layer has produced them.
+
+    * posviz models: forward hooks on their ``attention_probs`` modules (eager path).
+    * Hugging Face models: ``output_attentions=True``. The first batch finds, by
+      identity with ``outputs.attentions``, the innermost module of each layer whose
+      output tuple carries the probabilities; from then on a hook on it takes them
+      and puts ``None`` in their place, so no layer's ``n x n`` maps outlive the
+      layer. A model where that cannot be found keeps Hugging Face's behaviour (all
+      layers of one batch held until the forward pass ends).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.probes = _posviz_probe(model)
+        self.sites: dict[Any, int] | None = None  # module -> index in its output tuple; {} when not found
+        self.layers = 0
+        self.count = 0
+        self.deliver: Callable[[int, Any], None] = lambda layer, probs: None
+        self.handles = [m.register_forward_hook(self._probe_hook) for m in self.probes or []]
+        self.kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
+
+    def _probe_hook(self, _module: Any, _inputs: Any, out: Any) -> None:
+        self.deliver(self.count, out)
+        self.count += 1
+
+    def _strip_hook(self, module: Any, _inputs: Any, out: Any) -> Any:
+        index = self.sites[module]
+        probs = out[index] if isinstance(out, tuple) and len(out) > index else None
+        if probs is None:
+            return None
+        self.deliver(self.count, probs)
+        self.count += 1
+        return out[:index] + (None,) + out[index + 1 :] if type(out) is tuple else None
+
+    def _discover(self, ids: Any) -> None:
+        """First batch: run with every layer held, find the modules that emit them, hand them over."""
+        import torch
+
+        seen: dict[int, tuple[Any, int, Any]] = {}
+
+        def record(module: Any, _inputs: Any, out: Any) -> None:
+            if isinstance(out, tuple):
+                for i, x in enumerate(out):
+                    if torch.is_tensor(x) and x.dim() == 4:
+                        seen.setdefault(id(x), (module, i, x))  # innermost first: hooks fire as forwards end
+
+        temp = [m.register_forward_hook(record) for m in self.model.modules() if m is not self.model]
+        try:
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True, **self.kwargs)
+        finally:
+            for h in temp:
+                h.remove()
+        maps = list(getattr(out, "attentions", None) or [])
+        del out
+        if not maps or any(a is None for a in maps):
+            raise _no_weights(self.model)
+        sites: dict[Any, int] = {}
+        for a in maps:
+            found = seen.get(id(a))
+            if found is None or sites.get(found[0], found[1]) != found[1]:
+                sites = {}
+                break
+            sites[found[0]] = found[1]
+        seen.clear()
+        self.sites, self.layers = sites, len(maps)
+        self.handles += [m.register_forward_hook(self._strip_hook) for m in sites]
+        for layer, a in enumerate(maps):
+            self.deliver(layer, a)
+
+    def run(self, ids: Any) -> None:
+        """One forward pass over ``ids``; every layer's probabilities go to ``self.deliver`` in layer order."""
+        import torch
+
+        self.count = 0
+        if self.probes is None and self.sites is None:
+            self._discover(ids)
+            return
+        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=self.probes is None, **self.kwargs)
+        if self.probes is None and not self.sites:  # plain mode: Hugging Face holds every layer until here
+            maps = list(getattr(out, "attentions", None) or [])
+            if not maps or any(a is None for a in maps):
+                raise _no_weights(self.model)
+            for layer, a in enumerate(maps):
+                self.deliver(layer, a)
+            self.count = len(maps)
+        del out
+        if self.count == 0 or (self.sites and self.count != self.layers):
+            raise _no_weights(self.model) if self.count == 0 else UnsupportedModelError(
+                f"{type(self.model).__name__} produced attention for {self.count} layers in one batch and {self.layers} in another")
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[int, Any], None],
+                      on_batch: Callable[[int], None]) -> None:
+    """Run ``model`` on each batch of input ids; ``on_layer(layer, probs)`` for every layer, then ``on_batch(size)``.
+
+    ``probs`` has shape ``(batch, heads, n, n)``; layers come in order, each as soon
+    as it has been computed where the model allows it (see :class:`_Capture`).
+
+    Raises
+    ------
+    UnsupportedModelError
+        The model returns no attention weights (an attention implementation
+        without them, such as SDPA-only code).
+    """
+    import torch
+
+    capture = _Capture(model)
+    capture.deliver = on_layer
+    first = next(model.parameters()).device
+    try:
+        with torch.inference_mode():
+            for ids in batches:
+                capture.run(ids.to(first))
+                on_batch(int(ids.shape[0]))
+    finally:
+        capture.remove()
+
+
+def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_size: int = 8,
+               progress: Callable[[int], None] | None = None) -> AttentionSums:
+    """Streaming attention sums of ``layers`` over ``blocks`` ``(num_blocks, n)`` of token ids.
+
+    Parameters
+    ----------
+    model
+        A loaded model in eval mode (eager attention).
+    blocks
+        Token ids, one block per row.
+    layers
+        Layer indices to keep (others are discarded as soon as they are produced).
+    batch_size
+        Blocks per forward pass.
+    progress
+        Called with the number of blocks done after each batch.
+
+    Raises
+    ------
+    UnsupportedModelError
+        No attention weights, or a layer beyond those the model produced.
+    """
+    import torch
+
+    sums = AttentionSums(layers)
+    chunks = (torch.as_tensor(blocks[i : i + batch_size]) for i in range(0, len(blocks), batch_size))
+
+    wanted = set(layers)
+    produced = [0]
+
+    def on_layer(layer: int, probs: Any) -> None:
+        produced[0] = max(produced[0], layer + 1)
+        if layer in wanted:
+            sums.add(layer, probs)
+
+    def on_batch(size: int) -> None:
+        if max(layers) >= produced[0]:
+            raise UnsupportedModelError(f"the model produced attention for {produced[0]} layers, not layer {max(layers)}")
+        sums.blocks += size
+        if progress is not None:
+            progress(sums.blocks)
+
+    attention_batches(model, chunks, on_layer, on_batch)
+    return sums

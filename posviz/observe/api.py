@@ -1,0 +1,188 @@
+"""``posviz.attention(...)``: the attention a model produces on a corpus, per head, with its Toeplitzness.
+
+From a model and a corpus: load (eager attention), cut the corpus into token
+blocks, accumulate each chosen layer's attention as streaming sums, then score
+every head (:mod:`posviz.observe.statistics`). The result holds one record per
+(layer, head) and the arrays behind them (mean attention, offset profiles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from posviz.errors import OptionError
+from posviz.observe.statistics import HeadAttention, layer_statistics
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """Attention statistics of the chosen layers of one model over one corpus.
+
+    Attributes
+    ----------
+    model
+        The model, as named in outputs.
+    layers
+        Layers scored, in the order requested.
+    heads, seq_len, blocks
+        Heads per layer, positions per block, blocks run.
+    causal
+        Whether the attention was causal (scored over ``j <= i`` only).
+    layout
+        Which special tokens sit at which positions of every block.
+    corpus
+        The corpus spec.
+    stats
+        Per layer, :class:`~posviz.observe.statistics.HeadAttention`.
+    means
+        Per layer, the mean attention ``Abar`` ``(heads, n, n)``.
+    rope_bands
+        For RoPE models, per layer, ``{"query": (heads, bands), "key": (kv_heads, bands)}`` mean norms.
+    """
+
+    model: str
+    layers: list[int]
+    heads: int
+    seq_len: int
+    blocks: int
+    causal: bool
+    layout: str
+    corpus: str
+    stats: dict[int, HeadAttention]
+    means: dict[int, np.ndarray] = field(repr=False)
+    rope_bands: dict[int, dict[str, np.ndarray]] | None = field(default=None, repr=False)
+
+    @property
+    def conventions(self) -> str:
+        """One line stating how the numbers were made."""
+        mask = "causal: only j <= i counts" if self.causal else "bidirectional: all n^2 entries"
+        return (f"{self.blocks} blocks of {self.seq_len} tokens from {self.corpus}; {self.layout}; {mask}; "
+                "null: each row shuffled within its support (exact mean)")
+
+    def records(self, *, profiles: bool = False) -> list[dict[str, Any]]:
+        """One plain dict per (layer, head), JSON-ready."""
+        n = self.seq_len
+        out = []
+        for layer in self.layers:
+            s = self.stats[layer]
+            for h in range(self.heads):
+                r: dict[str, Any] = {"model": self.model, "layer": layer, "head": h}
+                for name in ("toeplitzness_offdiag", "toeplitzness", "null_mean_offdiag", "null_mean",
+                             "excess_offdiag", "excess", "positional_share", "positional_share_null", "sink_mass"):
+                    r[name] = float(np.atleast_1d(getattr(s, name))[h])
+                r["profile_peak"] = int(s.profile_peak[h])
+                r["profile_at_peak"] = float(s.profiles[h, n - 1 + int(s.profile_peak[h])])
+                r.update(blocks=self.blocks, seq_len=n, causal=self.causal)
+                if self.rope_bands is not None:
+                    r["query_band_norms"] = [float(v) for v in self.rope_bands[layer]["query"][h]]
+                if profiles:
+                    r["profile"] = [float(v) for v in s.profiles[h]]
+                out.append(r)
+        return out
+
+
+def _blocks(loaded: Any, corpus: str | Sequence[str], seq_len: int, max_blocks: int | None) -> tuple[np.ndarray, str, str]:
+    from posviz.observe.corpus_blocks import make_token_blocks
+    from posviz.train.corpus import load_corpus
+
+    specs = [corpus] if isinstance(corpus, str) else list(corpus)
+    blocks = make_token_blocks(loaded.tokenizer, load_corpus(specs), seq_len, max_blocks)
+    return blocks.ids, blocks.layout, ", ".join(specs)
+
+
+def attention(
+    model: str,
+    *,
+    corpus: str | Sequence[str] = "stdlib-docstrings",
+    seq_len: int = 128,
+    layers: str | Sequence[int] | None = None,
+    batch_size: int = 8,
+    max_blocks: int | None = 256,
+    device: str | None = None,
+    device_map: str | None = None,
+    tokenizer: str | None = None,
+    token_blocks: np.ndarray | None = None,
+    block_layout: str = "token blocks given",
+    show_progress: bool = False,
+) -> AttentionResult:
+    """Run ``model`` over blocks of ``corpus`` and score the attention of every head of ``layers``.
+
+    Parameters
+    ----------
+    model
+        Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
+    corpus
+        Corpus spec(s) as ``posviz train`` reads them: a text file, a folder,
+        ``stdlib-docstrings[:N]`` or a dataset id.
+    seq_len
+        Positions per block, special tokens included.
+    layers
+        ``"all"``, ``"0,2,5-7"`` or a list of ints (default: layer 0).
+    batch_size
+        Blocks per forward pass.
+    max_blocks
+        At most this many blocks (``None``: the whole corpus).
+    device, device_map
+        ``cpu``/``cuda``, or ``device_map="auto"`` (accelerate) for models larger than one device.
+    tokenizer
+        A tokenizer to use instead of the model's (or the run's).
+    token_blocks
+        Ready token ids ``(blocks, seq_len)`` instead of a corpus (``seq_len`` is then their width).
+    block_layout
+        What sits where in ``token_blocks`` (for the conventions line).
+    show_progress
+        Draw a progress bar over blocks on stderr (when it is a terminal).
+
+    Returns
+    -------
+    AttentionResult
+
+    Raises
+    ------
+    PosvizError
+        An empty corpus, a sequence longer than the model's positions, a layer that
+        does not exist, a model without attention weights.
+    """
+    from posviz.batch.layers import parse_layers
+    from posviz.observe.accumulate import accumulate
+    from posviz.observe.loading import load_model
+    from posviz.util.progress import count_progress
+
+    if seq_len < 2:
+        raise OptionError(f"--seq-len {seq_len} is too short", "use at least 2 positions")
+    if batch_size < 1 or (max_blocks is not None and max_blocks < 1):
+        raise OptionError("--batch-size and --max-blocks must be at least 1")
+    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None)
+    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
+    if any(not 0 <= x < loaded.num_layers for x in chosen):
+        raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
+    if token_blocks is not None:
+        seq_len = np.shape(token_blocks)[1]
+    if loaded.max_positions is not None and seq_len > loaded.max_positions:
+        raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
+                          f"use --seq-len {loaded.max_positions} or less")
+    if token_blocks is None:
+        ids, layout, corpus_label = _blocks(loaded, corpus, seq_len, max_blocks)
+    else:
+        ids, layout, corpus_label = np.asarray(token_blocks, dtype=np.int64), block_layout, "given token blocks"
+    from posviz.observe.rope_bands import RopeBands
+
+    bands = RopeBands.attach(loaded.model, chosen)
+    try:
+        with count_progress(len(ids), "blocks") as update:
+            sums = accumulate(loaded.model, ids, chosen, batch_size=batch_size, progress=update if show_progress else None)
+    finally:
+        if bands is not None:
+            bands.detach()
+    causal = sums.causal()
+    stats = {layer: layer_statistics(sums.layer(layer), causal) for layer in chosen}
+    return AttentionResult(
+        model=loaded.label, layers=chosen, heads=int(stats[chosen[0]].toeplitzness.shape[0]), seq_len=seq_len,
+        blocks=sums.blocks, causal=causal, layout=layout, corpus=corpus_label, stats=stats,
+        means={layer: sums.layer(layer).mean for layer in chosen},
+        rope_bands=None if bands is None else bands.means(),
+    )

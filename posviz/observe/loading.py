@@ -1,0 +1,175 @@
+"""Load a whole model (eager attention) and its tokenizer for running on text: folders, hub ids, runs, packages.
+
+Unlike the weight readers of :mod:`posviz.read`, running a model needs all its
+weights. ``MODEL`` is resolved once (:func:`posviz.read.sources.resolve_source`):
+a ``posviz train`` run (``RUN`` or ``RUN@STEP``) loads that checkpoint and the
+run's ``tokenizer/``; a local or packaged folder loads from disk; a hub id goes
+through ``from_pretrained`` (the Hugging Face cache first; ``HF_HUB_OFFLINE`` is
+honoured). Encoder-decoder models (T5, BART) run their encoder alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from posviz.errors import OptionError, SourceError, UnsupportedModelError
+
+#: Families whose learned table numbers positions from ``padding_idx + 1``.
+_PADDING_OFFSET = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text"}
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run on token blocks.
+
+    Attributes
+    ----------
+    model
+        The module to call (the encoder alone for encoder-decoder models), in eval mode.
+    tokenizer
+        The model's tokenizer, or the run's (``None`` when not asked for).
+    label
+        The model as named in outputs.
+    num_layers, num_heads
+        Attention layers and heads per layer, from the config.
+    max_positions
+        The longest block the model's position table allows (``None``: no table).
+    """
+
+    model: Any
+    tokenizer: Any
+    label: str
+    num_layers: int
+    num_heads: int
+    max_positions: int | None
+
+
+def _first(config: Any, *names: str) -> Any:
+    return next((getattr(config, n) for n in names if getattr(config, n, None) is not None), None)
+
+
+def max_positions(config: Any) -> int | None:
+    """Positions of the learned (or declared) table, less RoBERTa-style padding offsets; ``None`` without one."""
+    limit = _first(config, "max_position_embeddings", "n_positions")
+    if limit is None or getattr(config, "is_encoder_decoder", False):
+        return None
+    if config.model_type in _PADDING_OFFSET:
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return int(limit)
+
+
+def _where(spec: str) -> tuple[str, str | None, str, Path | None]:
+    """``(what from_pretrained loads, revision, label, run folder)``."""
+    from posviz.read.sources import resolve_source
+
+    source = resolve_source(spec)
+    if source.kind == "file":
+        raise SourceError(f"{spec} is a weight file; posviz attention runs the model and needs its folder",
+                          "give the model folder (config.json beside the weights)")
+    if source.kind == "hub":
+        return source.repo_id or spec, source.revision, source.label, None
+    run = Path(source.run.run) if source.run is not None else None
+    return str(source.root), None, source.label if run is None else source.run.describe(), run
+
+
+def _tokenizer(where: str, revision: str | None, run: Path | None, override: str | None) -> Any:
+    from transformers import AutoTokenizer
+
+    place = override or (str(run / "tokenizer") if run is not None else where)
+    try:
+        return AutoTokenizer.from_pretrained(place, revision=None if override or run else revision)
+    except Exception as e:  # transformers raises OSError, ValueError, ... for a missing or broken tokenizer
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"cannot load the tokenizer of {place}: {first}", "pass --tokenizer FOLDER") from None
+
+
+def load_tokenizer(spec: str, tokenizer: str | None = None) -> Any:
+    """The tokenizer :func:`load_model` would use for ``spec`` (a run's own for ``RUN``), or ``tokenizer``."""
+    where, revision, _, run = _where(spec)
+    return _tokenizer(where, revision, run, tokenizer)
+
+
+def load_model(spec: str, *, device: str | None = None, device_map: str | None = None,
+               tokenizer: str | None = None, with_tokenizer: bool = True) -> LoadedModel:
+    """Load ``spec`` with eager attention, in eval mode, and its tokenizer.
+
+    Parameters
+    ----------
+    spec
+        A model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
+    device
+        ``cpu`` or ``cuda`` (default: cpu); ignored with ``device_map``.
+    device_map
+        Passed to ``from_pretrained`` (``"auto"``: accelerate spreads the layers over
+        the available devices).
+    tokenizer
+        A tokenizer folder or id to use instead of the model's.
+    with_tokenizer
+        Load the tokenizer (``False``: the caller brings token ids; ``tokenizer`` is then ``None``).
+
+    Raises
+    ------
+    SourceError, UnsupportedModelError
+        The model or its tokenizer cannot be loaded, or has no eager attention.
+    """
+    from transformers import AutoConfig, AutoModel
+
+    import posviz.models  # noqa: F401  (registers posviz-trained models with the Auto classes)
+
+    where, revision, label, run = _where(spec)
+    try:
+        config = AutoConfig.from_pretrained(where, revision=revision)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"cannot read the config of {spec}: {first}") from None
+    kwargs: dict[str, Any] = {"revision": revision, "attn_implementation": "eager"}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    try:
+        model = _quiet_load(AutoModel, where, kwargs)
+    except (ValueError, ImportError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnsupportedModelError(f"{spec} cannot be loaded with eager attention: {first}",
+                                    "posviz attention needs a model that exposes its attention probabilities") from None
+    except OSError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"cannot load {spec}: {first}") from None
+    if getattr(config, "is_encoder_decoder", False):
+        model = model.get_encoder()
+    if device_map is None and device:
+        model = _to_device(model, device)
+    model.eval()
+    layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _first(config, "num_attention_heads", "n_head", "num_heads")
+    tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
+    return LoadedModel(model=model, tokenizer=tok, label=label,
+                       num_layers=int(layers), num_heads=int(heads), max_positions=max_positions(config))
+
+
+def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:
+    """``auto.from_pretrained`` without transformers' weight-loading bar and load report.
+
+    A masked-LM checkpoint loaded as its bare encoder has head weights it does not
+    use; transformers lists them as unexpected, which is expected here.
+    """
+    from transformers.utils import logging as hf_logging
+
+    was, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        return auto.from_pretrained(where, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def _to_device(model: Any, device: str) -> Any:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise OptionError(f"--device {device}: no CUDA device is available", "use --device cpu")
+    return model.to(device)

@@ -1,0 +1,79 @@
+"""Figures of the attention a model produces on a corpus (``posviz attention``), one layer per figure.
+
+Top: each head's mean attention ``Abar_h`` (shared colour scale, 1st-99th
+percentile, masked entries grey for causal models). Bottom left: the offset
+profiles ``f(k)``; bottom right: per head, the Toeplitzness of ``Abar_h`` and the
+positional share as bars, each with its null mean as a tick.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import Any
+
+import numpy as np
+
+from posviz.plots.common import new_figure, short_label
+from posviz.plots.heads import HeadMapOptions, _pooled_maps, draw_head_maps, draw_head_profiles
+from posviz.positional_scores import PositionalScores
+
+
+def draw_attention_scores(ax, stats: Any) -> None:
+    """Toeplitzness (off-diagonal) and positional share per head, bars with their null means as ticks."""
+    h = len(stats.toeplitzness_offdiag)
+    x = np.arange(h)
+    w = 0.38
+    ax.bar(x - w / 2, stats.toeplitzness_offdiag, width=w, color="C0", label="Toeplitzness of mean (off-diag.)")
+    ax.bar(x + w / 2, stats.positional_share, width=w, color="C1", label="positional share")
+    ax.scatter(x - w / 2, stats.null_mean_offdiag, marker="_", s=60, color="k", lw=1.2, zorder=3, label="null (row shuffles)")
+    ax.scatter(x + w / 2, stats.positional_share_null, marker="_", s=60, color="k", lw=1.2, zorder=3)
+    ax.set_ylim(min(0.0, float(np.nanmin(stats.toeplitzness_offdiag)) - 0.05), 1.25)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(i) for i in x], fontsize=5 if h > 16 else 6)
+    ax.set_xlabel("head", fontsize=7)
+    ax.set_ylabel("R²", fontsize=7)
+    ax.tick_params(labelsize=6)
+    ax.legend(fontsize=5.5, frameon=False, loc="upper center", ncol=3)
+
+
+def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=None):
+    """One layer of an :class:`~posviz.observe.api.AttentionResult`: head grid of ``Abar_h``, profiles, scores.
+
+    Parameters
+    ----------
+    result
+        What :func:`posviz.attention` returned.
+    layer
+        One of ``result.layers``.
+    max_pixels
+        Each map is block-averaged to at most this many cells per side.
+    fig
+        Draw into this figure (a report page) instead of a new one; no title then.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    stats = result.stats[layer]
+    stack = PositionalScores.from_dense(result.means[layer])
+    h, n = stack.heads, stack.n
+    options = HeadMapOptions(causal=result.causal, max_pixels=max_pixels, value_label="mean attention")
+    ncols = h if h <= 4 else min(8, math.ceil(math.sqrt(h)))
+    nrows = math.ceil(h / ncols)
+    panel = 2.3
+    width = max(panel * ncols + 1.2, 8.0)
+    own = fig is None
+    if own:
+        fig = new_figure(width, panel * nrows + 3.6)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[panel * nrows, 2.8])
+    draw_head_maps(top, _pooled_maps(stack, options), stats.toeplitzness_offdiag, n=n, ncols=ncols, options=options)
+    pax, bax = bottom.subplots(1, 2)
+    draw_head_profiles(pax, np.nan_to_num(stats.profiles, nan=0.0), causal=result.causal)
+    pax.set_ylabel("f(k): mean attention at offset k", fontsize=7)
+    draw_attention_scores(bax, stats)
+    if own:
+        title = f"{short_label(result.model)}: attention on text, layer {layer} ({h} heads, {n} positions)"
+        note = "\n".join(textwrap.wrap(result.conventions, width=int(width * 15), break_long_words=False))
+        fig.suptitle(f"{title}\n{note}", fontsize=8)
+    return fig

@@ -1,0 +1,134 @@
+"""Attention statistics from streaming sums (posviz/observe/statistics.py) against direct and exhaustive computations."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from posviz.observe.statistics import (
+    LayerSums,
+    diagonal_sums,
+    layer_statistics,
+    masked_toeplitzness,
+    positional_share,
+    support_mask,
+    toeplitz_null_mean,
+)
+from posviz.toeplitz import toeplitzness
+
+
+def _softmax_rows(logits: np.ndarray, causal: bool) -> np.ndarray:
+    n = logits.shape[-1]
+    x = np.where(support_mask(n, causal), logits, -np.inf)
+    x = np.exp(x - x.max(axis=-1, keepdims=True))
+    return x / x.sum(axis=-1, keepdims=True)
+
+
+def _sums(blocks: np.ndarray) -> LayerSums:
+    """``blocks``: (B, heads, n, n)."""
+    return LayerSums(blocks=blocks.shape[0], total=blocks.sum(axis=0), row_sq=(blocks**2).sum(axis=(0, 3)),
+                     row_sum_sq=(blocks.sum(axis=3) ** 2).sum(axis=0))
+
+
+def _r2_direct(a: np.ndarray, mask: np.ndarray) -> float:
+    """R^2 over the masked entries, with the projection built entry by entry."""
+    n = a.shape[0]
+    t = np.zeros_like(a)
+    for k in range(-(n - 1), n):
+        cells = [(i, i + k) for i in range(n) if 0 <= i + k < n and mask[i, i + k]]
+        if cells:
+            m = np.mean([a[c] for c in cells])
+            for c in cells:
+                t[c] = m
+    x = a[mask]
+    return 1 - ((x - t[mask]) ** 2).sum() / ((x - x.mean()) ** 2).sum()
+
+
+def test_diagonal_sums_match_numpy_trace():
+    a = np.random.default_rng(0).normal(size=(2, 5, 5))
+    got = diagonal_sums(a)
+    for k in range(-4, 5):
+        np.testing.assert_allclose(got[:, k + 4], np.trace(a, offset=k, axis1=1, axis2=2), atol=1e-12)
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_masked_toeplitzness_full_mask_is_the_engine(off):
+    a = np.random.default_rng(1).random((9, 9))
+    mask = support_mask(9, False) & ~np.eye(9, dtype=bool) if off else support_mask(9, False)
+    assert masked_toeplitzness(a, mask) == pytest.approx(toeplitzness(a, exclude_diagonal=off), abs=1e-12)
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_masked_toeplitzness_causal_is_direct(off):
+    a = _softmax_rows(np.random.default_rng(2).normal(size=(8, 8)), causal=True)
+    mask = support_mask(8, True) & (~np.eye(8, dtype=bool) if off else True)
+    assert masked_toeplitzness(a, mask) == pytest.approx(_r2_direct(a, mask), abs=1e-12)
+    # the masked zeros above the diagonal would inflate the unmasked score
+    assert toeplitzness(a) > masked_toeplitzness(a, support_mask(8, True)) + 0.05
+
+
+def _row_shuffles(a: np.ndarray, mask: np.ndarray):
+    """Every matrix obtained by permuting each row's entries within its part of ``mask`` (others fixed)."""
+    rows = []
+    for i in range(a.shape[0]):
+        cols = np.flatnonzero(mask[i])
+        options = []
+        for perm in itertools.permutations(cols):
+            r = a[i].copy()
+            r[cols] = a[i, list(perm)]
+            options.append(r)
+        rows.append(options)
+    for choice in itertools.product(*rows):
+        yield np.stack(choice)
+
+
+@pytest.mark.parametrize("causal,n,off", [(False, 3, False), (False, 3, True), (True, 4, False), (True, 4, True)])
+def test_toeplitz_null_mean_is_the_exhaustive_mean(causal, n, off):
+    a = _softmax_rows(np.random.default_rng(3).normal(size=(n, n)) * 2, causal)
+    mask = support_mask(n, causal) & (~np.eye(n, dtype=bool) if off else True)
+    values = [masked_toeplitzness(s, mask) for s in _row_shuffles(a, mask)]
+    assert toeplitz_null_mean(a, mask) == pytest.approx(np.mean(values), abs=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_positional_share_from_sums_is_direct(causal):
+    rng = np.random.default_rng(4)
+    blocks = _softmax_rows(rng.normal(size=(6, 2, 7, 7)) * 2, causal)
+    mask = support_mask(7, causal)
+    for h in range(2):
+        a = blocks[:, h]
+        with np.errstate(invalid="ignore"):  # offsets outside a causal support: 0 / 0
+            f = diagonal_sums(np.where(mask, a.sum(axis=0), 0)) / (6 * diagonal_sums(mask.astype(float)))
+        k = np.arange(7)[None, :] - np.arange(7)[:, None] + 6
+        x = a[:, mask]
+        resid = ((x - f[k][mask][None]) ** 2).sum()
+        direct = 1 - resid / ((x - x.mean()) ** 2).sum()
+        assert positional_share(_sums(blocks), h, mask)[0] == pytest.approx(direct, abs=1e-12)
+
+
+@pytest.mark.parametrize("causal,n,b", [(False, 3, 1), (True, 3, 2), (True, 4, 1)])
+def test_positional_share_null_is_the_exhaustive_mean(causal, n, b):
+    blocks = _softmax_rows(np.random.default_rng(5).normal(size=(b, 1, n, n)) * 2, causal)
+    mask = support_mask(n, causal)
+    per_block = [list(_row_shuffles(blocks[i, 0], mask)) for i in range(b)]
+    values = [positional_share(_sums(np.stack(c)[:, None]), 0, mask)[0] for c in itertools.product(*per_block)]
+    assert positional_share(_sums(blocks), 0, mask)[1] == pytest.approx(np.mean(values), abs=1e-12)
+
+
+def test_layer_statistics_of_a_previous_token_pattern():
+    n = 12
+    a = np.eye(n, k=-1)
+    a[0, 0] = 1.0  # the first query has no previous token: it attends to itself
+    blocks = np.stack([a, a])[:, None]
+    for causal in (False, True):
+        s = layer_statistics(_sums(blocks), causal)
+        assert s.profile_peak[0] == -1
+        assert s.toeplitzness_offdiag[0] == pytest.approx(1.0, abs=1e-12)
+        mask = support_mask(n, causal)
+        assert s.toeplitzness[0] == pytest.approx(_r2_direct(a, mask), abs=1e-12)
+        assert s.positional_share[0] == pytest.approx(_r2_direct(a, mask), abs=1e-12)  # identical blocks: share = R^2 of A
+        assert s.null_mean_offdiag[0] < 0.2
+        assert s.sink_mass[0] == pytest.approx(1 / (n - 1))
+        assert np.isnan(s.profiles[0, n:]).all() == causal
