@@ -117,7 +117,7 @@ def finetune(
         model folders or hub ids (see :mod:`posviz.finetune.targets`).
     tasks
         Task specs: ``glue/NAME``, ``csv:PATH[,DEV]``, ``jsonl:PATH[,DEV]``,
-        ``builtin/bshift``, ``builtin/replaced`` (see docs/finetune.md).
+        ``builtin/bshift``, ``builtin/shuffled``, ``builtin/replaced`` (see docs/finetune.md).
     seeds
         Fine-tuning seeds; medians are taken over them.
     checkpoints

@@ -5,13 +5,16 @@
   model with no positional information (``posviz train --scheme none``:
   bidirectional attention, no positions, a permutation-invariant [CLS]) cannot
   tell them apart.
+* ``builtin/shuffled``: was the sentence's word order shuffled? The same control
+  (only order differs between the classes), and an easier word-order probe than
+  bigram shift for small models: most of the sentence's bigrams change, not one.
 * ``builtin/replaced``: was one word replaced by a random word of the corpus? The
   label is a function of the bag of words; order is not needed.
 
 Every sentence appears in both versions, original (label 0) and altered (label 1),
 in training and in dev, and train and dev sentences are disjoint. So a model
 that gives a sentence and its permutation the same output scores exactly 50 % on
-``bshift``'s dev set: one version of each pair right, the other wrong.
+``bshift``'s and ``shuffled``'s dev sets: one version of each pair right, the other wrong.
 Sentences are those of the corpus (split at sentence ends and line breaks) with
 6 to 20 words, mostly alphabetic, deduplicated, in a fixed seeded order; with a
 tokenizer, only sentences whose altered version fits the model's positions too.
@@ -58,6 +61,17 @@ def bigram_shift(words: list[str], rng: random.Random) -> list[str] | None:
     return [*words[:i], words[i + 1], words[i], *words[i + 2:]]
 
 
+def shuffled_words(words: list[str], rng: random.Random) -> list[str] | None:
+    """``words`` in a random order that differs from the original (up to case), or ``None`` when none does."""
+    key = [w.lower() for w in words]
+    for _ in range(10):
+        order = list(range(len(words)))
+        rng.shuffle(order)
+        if [key[i] for i in order] != key:
+            return [words[i] for i in order]
+    return None
+
+
 def replaced_word(words: list[str], rng: random.Random, vocabulary: list[str]) -> list[str] | None:
     """``words`` with one word replaced by a different word of ``vocabulary``."""
     i = rng.randrange(len(words))
@@ -76,7 +90,7 @@ def make_pairs(
     *,
     seed: int = 0,
 ) -> list[tuple[str, str]]:
-    """Up to ``n_pairs`` (original, altered) sentence pairs for ``task`` (``bshift`` or ``replaced``)."""
+    """Up to ``n_pairs`` (original, altered) sentence pairs for ``task`` (``bshift``, ``shuffled`` or ``replaced``)."""
     rng = random.Random(seed)
     order = list(range(len(corpus_sentences)))
     rng.shuffle(order)
@@ -84,7 +98,12 @@ def make_pairs(
     pairs = []
     for i in order:
         words = corpus_sentences[i]
-        altered = bigram_shift(words, rng) if task == "bshift" else replaced_word(words, rng, vocabulary)
+        if task == "bshift":
+            altered = bigram_shift(words, rng)
+        elif task == "shuffled":
+            altered = shuffled_words(words, rng)
+        else:
+            altered = replaced_word(words, rng, vocabulary)
         if altered is None:
             continue
         original, changed = " ".join(words), " ".join(altered)

@@ -15,7 +15,7 @@ from posviz.errors import PosvizError
 #: The GLUE tasks ``glue/NAME`` accepts.
 GLUE_NAMES: tuple[str, ...] = ("sst2", "mnli", "qqp", "stsb", "cola", "mrpc", "qnli", "rte")
 #: The built-in offline tasks.
-BUILTIN_NAMES: tuple[str, ...] = ("bshift", "replaced")
+BUILTIN_NAMES: tuple[str, ...] = ("bshift", "shuffled", "replaced")
 #: The held-out share of a local file given without a dev file.
 DEV_FRACTION = 0.1
 

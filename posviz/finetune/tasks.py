@@ -5,7 +5,7 @@ Task specs (see docs/finetune.md):
 * ``glue/NAME``: a GLUE task through ``datasets`` (:mod:`~posviz.finetune.glue`);
 * ``csv:PATH`` / ``jsonl:PATH`` (``csv:TRAIN,DEV`` for a given dev file): local files with
   columns ``text``, ``label`` and optionally ``text_pair`` (:mod:`~posviz.finetune.local`);
-* ``builtin/bshift``, ``builtin/replaced``: offline tasks made from a corpus
+* ``builtin/bshift``, ``builtin/shuffled``, ``builtin/replaced``: offline tasks made from a corpus
   (:mod:`~posviz.finetune.builtin`).
 
 Every loader returns a :class:`~posviz.finetune.taskdata.TaskData`, checked the same way.

@@ -98,10 +98,10 @@ def test_no_positions_score_exactly_chance_on_bigram_shift(none_run, absolute_ru
     score = {k: next(r["value"] for r in v if r["seed"] == "median" and r["metric"] == "accuracy") for k, v in fit.items()}
     assert score[str(runs[0])] == 50.0
     assert score[str(runs[1])] >= 65.0
-    builtin = posviz.finetune(runs[:1], tasks=["builtin/bshift", "builtin/replaced"], seeds=[0, 1], steps=3,
-                              train_size=32, dev_size=100, lr=1e-3, batch_size=16)
-    bshift = [r["value"] for r in builtin if r["task"] == "builtin/bshift" and r["metric"] == "accuracy"]
-    assert bshift == [50.0] * 3  # seeds 0, 1 and their median
+    builtin = posviz.finetune(runs[:1], tasks=["builtin/bshift", "builtin/shuffled", "builtin/replaced"], seeds=[0, 1],
+                              steps=3, train_size=32, dev_size=100, lr=1e-3, batch_size=16)
+    for task in ("builtin/bshift", "builtin/shuffled"):  # both word-order probes: exactly chance without positions
+        assert [r["value"] for r in builtin if r["task"] == task and r["metric"] == "accuracy"] == [50.0] * 3
     document = json.loads(results_path(runs[0], "builtin/bshift", 12).read_text())
     assert document["settings"]["corpus"] == [str(train_corpus)]  # the run's pre-training corpus by default
     assert document["settings"]["task"]["dev_examples"] == {"": 100}

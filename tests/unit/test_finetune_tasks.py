@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from posviz.errors import PosvizError
-from posviz.finetune.builtin import bigram_shift, make_pairs, sentences
+from posviz.finetune.builtin import bigram_shift, make_pairs, sentences, shuffled_words
 from posviz.finetune.metrics import compute_metrics
 from posviz.finetune.tasks import load_task
 
@@ -97,6 +97,24 @@ def test_builtin_bshift_pairs_every_dev_sentence_with_its_swap(train_corpus):
         assert len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]])
         assert a[diff[0]].lower() != a[diff[1]].lower() and sorted(a) == sorted(b)
     assert {e.text for e in dev[::2]}.isdisjoint(e.text for e in train)
+
+
+def test_builtin_shuffled_pairs_every_dev_sentence_with_a_reordering(train_corpus):
+    data = load_task("builtin/shuffled", corpus=[str(train_corpus)], train_size=60, dev_size=60)
+    dev = data.dev[""]
+    assert len(dev) == 60 and data.labels == [0, 1]
+    for original, shuffled in zip(dev[::2], dev[1::2], strict=True):
+        a, b = original.text.split(), shuffled.text.split()
+        assert (original.label, shuffled.label) == (0, 1)
+        assert sorted(a) == sorted(b) and [w.lower() for w in a] != [w.lower() for w in b]  # same words, other order
+    assert {e.text for e in dev[::2]}.isdisjoint(e.text for e in data.train)
+
+
+def test_shuffled_words_never_returns_the_same_order():
+    rng = random.Random(0)
+    assert shuffled_words(["a", "A", "a"], rng) is None
+    for _ in range(20):
+        assert shuffled_words(["x", "y"], rng) == ["y", "x"]
 
 
 def test_builtin_replaced_changes_one_word_and_respects_fits(train_corpus):
