@@ -103,12 +103,8 @@ def command(
 
     Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
     """
-    from posviz.errors import OptionError, PosvizError
-    from posviz.train.loop import train
-    from posviz.train.options import FIXED_OPTIONS, TrainOptions
-    from posviz.train.processes import leave_process_group, process_rank
+    from posviz.train.processes import training_processes
     from posviz.train.result import summary_lines
-    from posviz.train.run_folder import default_out, recorded_options
 
     given = {
         "scheme": scheme.value if scheme else None, "corpus": corpus or None, "tokenizer": tokenizer,
@@ -118,6 +114,21 @@ def command(
         "dropout": dropout, "train_fraction": train_fraction,
     }
     given = {k: v for k, v in given.items() if v is not None}
+    with training_processes() as rank:  # every process, on every path, leaves through it (train.processes)
+        result = _train(given, out, resume, main=rank == 0)
+    if rank != 0:  # under torchrun only the main process reports
+        return
+    typer.echo("\n".join(summary_lines(result)))
+    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
+
+
+def _train(given: dict[str, Any], out: Path | None, resume: bool, *, main: bool) -> Any:
+    """Check the options (with those of the run to resume), then train; a ``TrainResult``."""
+    from posviz.errors import OptionError
+    from posviz.train.loop import train
+    from posviz.train.options import FIXED_OPTIONS, TrainOptions
+    from posviz.train.run_folder import default_out, recorded_options
+
     if out is None:
         if not resume and "scheme" not in given:
             raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
@@ -140,19 +151,9 @@ def command(
     if "corpus" not in merged:
         raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
     options = TrainOptions(**merged)
-    main = process_rank() == 0  # under torchrun only the main process reports
-    display = _Display() if main else None
+    display = _Display() if main else None  # one progress display, the main process's
     try:
-        result = train(options, resume=resume, on_update=display)
-    except PosvizError:
-        if main:
-            raise
-        raise SystemExit(2) from None  # the main process prints the error once
+        return train(options, resume=resume, on_update=display)
     finally:
         if display:
             display.stop()
-    leave_process_group()
-    if not main:
-        return
-    typer.echo("\n".join(summary_lines(result)))
-    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")

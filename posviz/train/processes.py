@@ -14,18 +14,40 @@ The run folder keeps one writer, the main process (rank 0):
 
 An error in the main process during these steps is raised in every process, so
 that all of them stop instead of waiting for each other. With one process every
-function here simply calls through. See ARCHITECTURE.md.
+function here simply calls through.
+
+Every process leaves through one exit path, :func:`training_processes`: on success,
+on a user error, on a bug and on Ctrl-C it tears the process group down (the one
+place that does), so that no gloo/NCCL thread outlives it into the interpreter's
+exit (the cause of ``terminate called without an active exception``, SIGABRT), and
+it decides what the process prints and its exit code. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from posviz.errors import PosvizError
 
 T = TypeVar("T")
+
+#: Set on an exception that every process raises at the same point (an outcome shared by
+#: the main process, or an option check made before the processes meet): they leave together.
+_EVERY_PROCESS = "_posviz_every_process"
+#: Exit code of an interrupted command (128 + SIGINT), as the CLI's.
+INTERRUPTED = 130
+
+
+class MainProcessFailed(PosvizError):
+    """In the other processes: the main process stopped on a bug (it prints the traceback)."""
+
+    exit_code = 1
 
 
 def process_rank() -> int:
@@ -50,7 +72,7 @@ def _share(outcome: tuple[str, Any] | None) -> tuple[str, Any]:
     import torch.distributed as dist
 
     if outcome is not None and outcome[0] == "failure":
-        shared: Any = ("error", PosvizError(f"the main process stopped: {type(outcome[1]).__name__}: {outcome[1]}"))
+        shared: Any = ("error", MainProcessFailed(f"the main process stopped: {type(outcome[1]).__name__}: {outcome[1]}"))
     else:
         shared = outcome
     box = [shared]
@@ -59,8 +81,10 @@ def _share(outcome: tuple[str, Any] | None) -> tuple[str, Any]:
 
 
 def _unwrap(outcome: tuple[str, Any]) -> Any:
+    """The value of a shared outcome, or its error raised (every process raises it here)."""
     kind, value = outcome
     if kind != "value":
+        setattr(value, _EVERY_PROCESS, True)
         raise value
     return value
 
@@ -106,15 +130,88 @@ def barrier(args: Any) -> None:
         dist.barrier()
 
 
-def leave_process_group() -> None:
-    """Leave the process group this process joined under ``torchrun``, if any (else do nothing).
+def _exit_code(error: BaseException, interrupted: bool) -> int:
+    """The CLI's exit code for ``error`` (see :mod:`posviz.cli.app`)."""
+    if interrupted or isinstance(error, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else (0 if error.code is None else 1)
+    if isinstance(error, PosvizError):
+        return error.exit_code
+    return 1
 
-    Called once a command's training is over: the processes finish together, and gloo's
-    threads are joined before the interpreter tears down (a group left alive can abort the
-    process at exit with ``terminate called without an active exception``).
-    """
+
+def _group_started() -> bool:
+    """Whether this process joined a process group (torch is not imported for the answer)."""
+    if "torch.distributed" not in sys.modules:
+        return False
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    return dist.is_available() and dist.is_initialized()
+
+
+def _leave(*, together: bool) -> None:
+    """Tear the process group down, if this process joined one (the only place that does).
+
+    ``together``: every process is on its way out at the same point; they meet once more first.
+    From here on the launcher's closing signals are held back (``torchrun`` sends SIGTERM to
+    the others as soon as one process has ended): each process ends with its own exit code,
+    not killed while it leaves.
+    """
+    if not _group_started():
+        return
+    import torch.distributed as dist
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    if together:
+        dist.barrier()  # every process has held back the signals: none is killed by another's exit
+    dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+
+
+@contextmanager
+def training_processes() -> Iterator[int]:
+    """The one exit path of a training command, in every process; yields this process's rank.
+
+    On every way out (success, a user error, a bug, Ctrl-C) the process group is torn down
+    here and only here. With several processes (``torchrun``) the main process (rank 0)
+    reports: a user error raised in every process (a choice the main process shared, or an
+    option check made before the processes meet) is re-raised in the main process only, for
+    the CLI to print its one ``error:`` line, while the others exit with the same code in
+    silence. An error raised in one of the other processes alone is raised there (it is news).
+    After Ctrl-C, whatever error the interruption causes in a process (say, a collective
+    whose peer left), it ends as interrupted: exit code 130, one line from the main process.
+    """
+    rank = process_rank()
+    several = _world_size() > 1
+    interrupted: list[int] = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if main_thread else None
+    try:
+        yield rank
+    except BaseException as error:
+        group = _group_started()
+        together = bool(getattr(error, _EVERY_PROCESS, False)) or (isinstance(error, PosvizError) and not group)
+        _leave(together=together and group)
+        if several and rank != 0 and (together or interrupted):
+            raise SystemExit(_exit_code(error, bool(interrupted))) from None  # the main process reports it
+        if interrupted and not isinstance(error, KeyboardInterrupt):
+            raise KeyboardInterrupt from None  # the error was a consequence of the interruption
+        raise
+    else:
+        _leave(together=True)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _world_size() -> int:
+    """The number of processes as ``torchrun`` sets it (``WORLD_SIZE``); 1 when not launched by it."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1

@@ -180,7 +180,7 @@ def test_r2_method_is_decided_in_one_place():
     assert tz.r2_method("dense", n, None, "auto") == "exact"
     assert tz.r2_method("dense", n, None, "closed") == "closed"
     assert tz.r2_method("factored", n, r_small, "auto") == "exact"
-    assert tz.r2_method("factored", n, r_big, "auto") == "closed"
+    assert tz.r2_method("factored", n, r_big, "auto") == "checked"
     assert tz.r2_method("factored", n, r_big, "exact") == "exact"
     assert tz.r2_method("factored", n, r_small, "closed") == "closed"
     # a stack reports the decision it was scored by
