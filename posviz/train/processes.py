@@ -150,22 +150,50 @@ def _group_started() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _leave(*, together: bool) -> None:
-    """Tear the process group down, if this process joined one (the only place that does).
+def _hold_signals() -> None:
+    """From here on this process ends with its own exit code: the launcher's signals wait.
 
-    ``together``: every process is on its way out at the same point; they meet once more first.
-    From here on the launcher's closing signals are held back (``torchrun`` sends SIGTERM to
-    the others as soon as one process has ended): each process ends with its own exit code,
-    not killed while it leaves.
+    ``torchrun`` forwards Ctrl-C to every process and sends SIGTERM to all of them as soon as
+    one has ended; a process on its way out is neither interrupted twice nor killed half-way.
+    SIGKILL, the launcher's last resort 30 s later, still ends a process that does not leave.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
+def _exit_key() -> str:
+    """The launcher's store key of the main process's exit code (restarts of ``torchrun`` get new ones)."""
+    return f"posviz/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/exit"
+
+
+def _leave(rank: int, code: int, *, together: bool) -> int | None:
+    """Tear the process group down, if this process joined one (the only place that does it).
+
+    ``together``: every process is on its way out at the same point; they meet once more,
+    then leave. Otherwise this process leaves alone (a bug, an interruption, an error of one
+    process): the main process first puts its exit ``code`` in the launcher's store, where the
+    others look when their next collective fails because it has gone. Returns the main
+    process's exit code when this is another process and the main process left first.
     """
     if not _group_started():
-        return
+        return None
     import torch.distributed as dist
+    from torch.distributed import distributed_c10d
 
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    _hold_signals()
+    main_code = None
     if together:
-        dist.barrier()  # every process has held back the signals: none is killed by another's exit
+        dist.barrier()  # every process holds its signals: none is killed because another ended
+    else:
+        try:
+            store = distributed_c10d._get_default_store()
+            if rank == 0:
+                store.set(_exit_key(), str(code))
+            elif store.check([_exit_key()]):
+                main_code = int(store.get(_exit_key()))
+        except Exception:  # noqa: BLE001 - no store to ask (the main process hosted it): nothing to learn
+            pass
     dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+    return main_code
 
 
 @contextmanager
@@ -173,40 +201,47 @@ def training_processes() -> Iterator[int]:
     """The one exit path of a training command, in every process; yields this process's rank.
 
     On every way out (success, a user error, a bug, Ctrl-C) the process group is torn down
-    here and only here. With several processes (``torchrun``) the main process (rank 0)
-    reports: a user error raised in every process (a choice the main process shared, or an
-    option check made before the processes meet) is re-raised in the main process only, for
-    the CLI to print its one ``error:`` line, while the others exit with the same code in
-    silence. An error raised in one of the other processes alone is raised there (it is news).
-    After Ctrl-C, whatever error the interruption causes in a process (say, a collective
-    whose peer left), it ends as interrupted: exit code 130, one line from the main process.
+    here and only here (:func:`_leave`). With several processes (``torchrun``) the main
+    process (rank 0) reports and the others end with its exit code in silence: after a user
+    error raised in every process (a choice the main process shared, or an option check made
+    before the processes meet), after the main process stopped alone (their next collective
+    fails; SIGTERM from the launcher waits until then), and after Ctrl-C (exit code 130,
+    whatever error the interruption causes). An error of one of the other processes alone is
+    raised there (it is news).
     """
     rank = process_rank()
     several = _world_size() > 1
     interrupted: list[int] = []
 
-    def on_interrupt(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
+        if several:
+            _hold_signals()  # torchrun forwards Ctrl-C, then terminates: one stop is enough
         interrupted.append(signum)
         raise KeyboardInterrupt
 
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_interrupt) if main_thread else None
+    handled = (signal.SIGINT, signal.SIGTERM) if several else (signal.SIGINT,)
+    previous = {s: signal.signal(s, on_signal) for s in handled} if main_thread else {}
     try:
         yield rank
     except BaseException as error:
         group = _group_started()
         together = bool(getattr(error, _EVERY_PROCESS, False)) or (isinstance(error, PosvizError) and not group)
-        _leave(together=together and group)
-        if several and rank != 0 and (together or interrupted):
-            raise SystemExit(_exit_code(error, bool(interrupted))) from None  # the main process reports it
+        code = _exit_code(error, bool(interrupted))
+        main_code = _leave(rank, code, together=together and group)
+        if several and rank != 0:
+            if main_code is not None:
+                raise SystemExit(main_code) from None  # the main process stopped first, and reports why
+            if together or interrupted:
+                raise SystemExit(code) from None  # the main process reports it
         if interrupted and not isinstance(error, KeyboardInterrupt):
             raise KeyboardInterrupt from None  # the error was a consequence of the interruption
         raise
     else:
-        _leave(together=True)
+        _leave(rank, 0, together=True)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _world_size() -> int:

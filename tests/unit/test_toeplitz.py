@@ -99,7 +99,7 @@ def test_exact_path_survives_a_dominant_diagonal():
     q[0, :2] = (0.0625, 5.0)
     q[3, 0] = 0.125
     p = q @ q.T
-    assert toeplitzness(embeddings=q, exclude_diagonal=True) == pytest.approx(dense_r2(p, True), rel=1e-12)
+    assert toeplitzness(embeddings=q, exclude_diagonal=True) == pytest.approx(dense_r2(p, True), rel=1e-12, abs=1e-12)
     assert _kappa(p, True) > 1e4
 
 
@@ -110,7 +110,7 @@ def test_closed_form_equals_dense_at_size(n, d):
     for ex in (False, True):
         ref = dense_r2(p, ex) if n <= 512 else toeplitzness(p, exclude_diagonal=ex)
         for method in ("closed", "exact", "auto"):
-            assert toeplitzness(embeddings=e, exclude_diagonal=ex, method=method) == pytest.approx(ref, rel=1e-9)
+            assert toeplitzness(embeddings=e, exclude_diagonal=ex, method=method) == pytest.approx(ref, rel=1e-9, abs=1e-9)
 
 
 @settings(max_examples=examples(60))
@@ -190,8 +190,8 @@ def test_huge_values_do_not_overflow():
         warnings.simplefilter("error")  # no overflow RuntimeWarning either
         big = toeplitzness(embeddings=e * 1e200)
         big_dense = toeplitzness(gram(e) * 1e300)
-    assert big == pytest.approx(toeplitzness(embeddings=e), rel=1e-9)
-    assert big_dense == pytest.approx(toeplitzness(gram(e)), rel=1e-9)
+    assert big == pytest.approx(toeplitzness(embeddings=e), rel=1e-9, abs=1e-9)
+    assert big_dense == pytest.approx(toeplitzness(gram(e)), rel=1e-9, abs=1e-9)
 
 
 def test_diagonal_sums_closed_form_matches_dense():
@@ -242,8 +242,8 @@ def test_exact_null_mean_is_the_mean_over_all_permutations(n, d, seed):
         full.append(dense_r2(p))
         off.append(dense_r2(p, exclude_diagonal=True))
     got = exact_null_mean(e)
-    assert got[0] == pytest.approx(np.mean(full), rel=1e-9)
-    assert got[1] == pytest.approx(np.mean(off), rel=1e-9)
+    assert got[0] == pytest.approx(np.mean(full), rel=1e-9, abs=1e-9)
+    assert got[1] == pytest.approx(np.mean(off), rel=1e-9, abs=1e-9)
 
 
 def test_score_uses_exact_null_mean_and_sampled_sd():
@@ -252,7 +252,7 @@ def test_score_uses_exact_null_mean_and_sampled_sd():
     e = np.random.default_rng(8).normal(size=(128, 16)) + np.sin(np.arange(128) / 7)[:, None]
     s = score_embeddings(e, null_draws=40, seed=3)
     draws = null_baseline(e, draws=40, seed=3)
-    assert (s.null_mean, s.null_mean_offdiag) == pytest.approx(exact_null_mean(e), rel=1e-12)
+    assert (s.null_mean, s.null_mean_offdiag) == pytest.approx(exact_null_mean(e), rel=1e-12, abs=1e-12)
     assert s.null_std == pytest.approx(draws[:, 0].std(ddof=1))
     # the sampled mean agrees with the exact one within its standard error
     assert abs(draws[:, 0].mean() - s.null_mean) < 4 * s.null_std / np.sqrt(40)
@@ -272,8 +272,8 @@ def test_dense_path_for_small_n_equals_the_factored_paths_and_the_reference(norm
         for field in ("toeplitzness", "toeplitzness_offdiag", "null_mean", "null_mean_offdiag", "null_std", "null_std_offdiag"):
             assert getattr(auto, field) == pytest.approx(getattr(other, field), rel=1e-9, abs=1e-14), (method, field)
     ref = normalize_embeddings(e, normalize)
-    assert auto.toeplitzness == pytest.approx(dense_r2(ref @ ref.T), rel=1e-9)
-    assert auto.toeplitzness_offdiag == pytest.approx(dense_r2(ref @ ref.T, exclude_diagonal=True), rel=1e-9)
+    assert auto.toeplitzness == pytest.approx(dense_r2(ref @ ref.T), rel=1e-9, abs=1e-9)
+    assert auto.toeplitzness_offdiag == pytest.approx(dense_r2(ref @ ref.T, exclude_diagonal=True), rel=1e-9, abs=1e-9)
     # the null sd comes from the same seeded permutations whichever path computes it
     draws = null_baseline(e, normalize=normalize, draws=6, seed=4)
     assert auto.null_std == pytest.approx(draws[:, 0].std(ddof=1), rel=1e-9)
