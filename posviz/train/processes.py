@@ -1,4 +1,4 @@
-"""One training process or several (``torchrun``): who decides, who writes, who waits.
+"""One training process or several (``torchrun``): who decides, who writes, who waits, how all leave.
 
 Under ``torchrun --nproc_per_node N -m posviz train ...`` every process runs
 :func:`posviz.train.loop.train`; Trainer wraps the model in DDP and gives each
