@@ -31,6 +31,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from posviz.errors import PosvizError
@@ -227,6 +228,8 @@ def training_processes() -> Iterator[int]:
     except BaseException as error:
         group = _group_started()
         together = bool(getattr(error, _EVERY_PROCESS, False)) or (isinstance(error, PosvizError) and not group)
+        if several and together and not group:
+            group = _meet_to_leave()  # an option check failed in every process before they met
         code = _exit_code(error, bool(interrupted))
         main_code = _leave(rank, code, together=together and group)
         if several and rank != 0:
@@ -242,6 +245,17 @@ def training_processes() -> Iterator[int]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _meet_to_leave() -> bool:
+    """Start a process group only to leave together (see :func:`_leave`); False if it cannot be had in 60 s."""
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    except Exception:  # noqa: BLE001 - then each process leaves alone, as it would have
+        return False
+    return True
 
 
 def _world_size() -> int:

@@ -112,6 +112,15 @@ def test_a_user_error_stops_every_process_with_one_line(train_corpus, absolute_r
     assert "terminate called" not in proc.stderr
 
 
+@pytest.mark.slow
+def test_an_option_error_stops_every_process_with_one_line(tmp_path):
+    """Raised in every process before they have met: they meet only to leave together, so none is terminated."""
+    proc = torchrun("train", "--corpus", str(tmp_path / "texts.txt"))
+    assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == [
+        "error: give --scheme (hint: for example: posviz train --scheme tisa --corpus stdlib-docstrings)"], proc.stderr
+    assert proc.stderr.count("exitcode  : 2") == 2 and "Signal" not in proc.stderr, proc.stderr
+
+
 def _planted(event: str, corpus, tmp_path) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     """A two-process run with ``event`` planted in the main process at step 6 (tests/train_exit_driver.py)."""
     codes = tmp_path / "codes"
