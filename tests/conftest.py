@@ -72,8 +72,13 @@ def pytest_unconfigure(config):
 # (found failures are kept as @example), and no example database is written into the checkout.
 # `fuzz` (`make fuzz`, HYPOTHESIS_PROFILE=fuzz): new random examples every run, FUZZ_SCALE times as
 # many, and failures remembered in the git-ignored .hypothesis/fuzz so the next run replays them.
+# Whatever else hypothesis stores (its cache of the constants in the code under test) goes to the
+# session's temporary home, not into the checkout.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+
+set_hypothesis_home_dir(HERMETIC_HOME / ".hypothesis")
 
 _hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 _hypothesis_settings.register_profile(

@@ -105,6 +105,17 @@ def test_session_environment_points_away_from_the_user_home():
     assert not cache_dir().is_relative_to(real_home)  # each test has its own, outside any home
 
 
+def test_property_tests_draw_the_same_examples_and_write_nothing_into_the_checkout():
+    """The default hypothesis profile (``ci``) is derandomised, keeps no example database, stores in the session."""
+    from hypothesis import settings
+    from hypothesis.configuration import storage_directory
+
+    from tests.conftest import HERMETIC_HOME
+
+    assert settings.default.derandomize and settings.default.database is None
+    assert Path(storage_directory("constants")).is_relative_to(HERMETIC_HOME)
+
+
 def test_planted_cache_would_be_read_without_the_isolation(tmp_path, monkeypatch, tiny_checkpoints):
     """The planted home is a real trap: posviz itself, pointed at it, takes the stale scores."""
     from posviz.batch.cache import ScoreCache, ScoreSettings
