@@ -115,17 +115,31 @@ def command(
     }
     given = {k: v for k, v in given.items() if v is not None}
     with training_processes() as rank:  # every process, on every path, leaves through it (train.processes)
-        result = _train(given, out, resume, main=rank == 0)
+        options = _options(given, out, resume)
+        result = _train(options, resume, main=rank == 0)
     if rank != 0:  # under torchrun only the main process reports
         return
     typer.echo("\n".join(summary_lines(result)))
     typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
 
 
-def _train(given: dict[str, Any], out: Path | None, resume: bool, *, main: bool) -> Any:
-    """Check the options (with those of the run to resume), then train; a ``TrainResult``."""
+def _options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
+    """The run's ``TrainOptions``: the options given, with those of the run to resume.
+
+    Every process of a ``torchrun`` launch makes these checks alike, so their errors are marked
+    as every process's (only the main process reports them).
+    """
+    from posviz.errors import PosvizError
+    from posviz.train.processes import every_process
+
+    try:
+        return _checked_options(given, out, resume)
+    except PosvizError as e:
+        raise every_process(e) from None
+
+
+def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
     from posviz.errors import OptionError
-    from posviz.train.loop import train
     from posviz.train.options import FIXED_OPTIONS, TrainOptions
     from posviz.train.run_folder import default_out, recorded_options
 
@@ -150,7 +164,13 @@ def _train(given: dict[str, Any], out: Path | None, resume: bool, *, main: bool)
         raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
     if "corpus" not in merged:
         raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
-    options = TrainOptions(**merged)
+    return TrainOptions(**merged)
+
+
+def _train(options: Any, resume: bool, *, main: bool) -> Any:
+    """Train; a ``TrainResult`` (in every process; only the main one shows progress)."""
+    from posviz.train.loop import train
+
     display = _Display() if main else None  # one progress display, the main process's
     try:
         return train(options, resume=resume, on_update=display)

@@ -37,9 +37,10 @@ from typing import Any, TypeVar
 from posviz.errors import PosvizError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 #: Set on an exception that every process raises at the same point (an outcome shared by
-#: the main process, or an option check made before the processes meet): they leave together.
+#: the main process, or a check every process makes alike, :func:`every_process`): they leave together.
 _EVERY_PROCESS = "_posviz_every_process"
 #: Exit code of an interrupted command (128 + SIGINT), as the CLI's.
 INTERRUPTED = 130
@@ -85,9 +86,18 @@ def _unwrap(outcome: tuple[str, Any]) -> Any:
     """The value of a shared outcome, or its error raised (every process raises it here)."""
     kind, value = outcome
     if kind != "value":
-        setattr(value, _EVERY_PROCESS, True)
-        raise value
+        raise every_process(value)
     return value
+
+
+def every_process(error: E) -> E:
+    """Mark ``error`` as raised by every process at the same point; returns it, to be raised.
+
+    For a check that every process makes alike (the options of ``posviz train``): the processes
+    then leave together, and only the main process reports it (:func:`training_processes`).
+    """
+    setattr(error, _EVERY_PROCESS, True)
+    return error
 
 
 def decided_by_main(args: Any, decide: Callable[[], T]) -> T:
@@ -204,8 +214,8 @@ def training_processes() -> Iterator[int]:
     On every way out (success, a user error, a bug, Ctrl-C) the process group is torn down
     here and only here (:func:`_leave`). With several processes (``torchrun``) the main
     process (rank 0) reports and the others end with its exit code in silence: after a user
-    error raised in every process (a choice the main process shared, or an option check made
-    before the processes meet), after the main process stopped alone (their next collective
+    error raised in every process (a choice the main process shared, or a check marked with
+    :func:`every_process`), after the main process stopped alone (their next collective
     fails; SIGTERM from the launcher waits until then), and after Ctrl-C (exit code 130,
     whatever error the interruption causes). An error of one of the other processes alone is
     raised there (it is news).
@@ -227,9 +237,9 @@ def training_processes() -> Iterator[int]:
         yield rank
     except BaseException as error:
         group = _group_started()
-        together = bool(getattr(error, _EVERY_PROCESS, False)) or (isinstance(error, PosvizError) and not group)
+        together = bool(getattr(error, _EVERY_PROCESS, False))
         if several and together and not group:
-            group = _meet_to_leave()  # an option check failed in every process before they met
+            group = _meet_to_leave()  # a check failed in every process before they met
         code = _exit_code(error, bool(interrupted))
         main_code = _leave(rank, code, together=together and group)
         if several and rank != 0:
