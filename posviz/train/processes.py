@@ -162,13 +162,19 @@ def _group_started() -> bool:
 
 
 def _hold_signals() -> None:
-    """From here on this process ends with its own exit code: the launcher's signals wait.
+    """From here on this process ends with its own exit code: the launcher's signals are ignored.
 
     ``torchrun`` forwards Ctrl-C to every process and sends SIGTERM to all of them as soon as
     one has ended; a process on its way out is neither interrupted twice nor killed half-way.
-    SIGKILL, the launcher's last resort 30 s later, still ends a process that does not leave.
+    Ignored, not blocked: a mask holds for one thread only, and any of gloo's or torch's threads
+    could take a blocked signal with its default action (termination). SIGKILL, the launcher's
+    last resort 30 s later, still ends a process that does not leave.
     """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+    else:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 def _exit_key() -> str:
@@ -254,7 +260,8 @@ def training_processes() -> Iterator[int]:
         _leave(rank, 0, together=True)
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            if signal.getsignal(s) is not signal.SIG_IGN:  # ignored once leaving: the process ends as it decided
+                signal.signal(s, handler)
 
 
 def _meet_to_leave() -> bool:
