@@ -39,6 +39,15 @@ def _plant(event: str) -> None:
 def main() -> None:
     event, codes = sys.argv[1], Path(sys.argv[2])
     _plant(event)
+    from posviz.train import processes
+
+    end_now = processes._end_now
+
+    def record_and_end(code: int) -> None:  # a process that leaves alone ends at once (os._exit): record first
+        (codes / f"rank-{os.environ.get('RANK', '0')}").write_text(str(code))
+        end_now(code)
+
+    processes._end_now = record_and_end
     sys.argv = ["posviz", *sys.argv[3:]]
     from posviz.cli.app import main as posviz_main
 

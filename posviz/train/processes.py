@@ -213,8 +213,20 @@ def _leave(rank: int, code: int, *, together: bool) -> int | None:
     return main_code
 
 
+def _end_now(code: int) -> None:
+    """End this process at once with ``code``, running no destructor and no exit handler.
+
+    For a process leaving alone: objects still holding the process group (DDP's reducer) may
+    own a gloo thread blocked in a collective whose peer has gone, and freeing them would wait
+    for it (until the launcher's SIGKILL, 30 s later).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 @contextmanager
-def training_processes() -> Iterator[int]:
+def training_processes(report: Callable[[BaseException], None] | None = None) -> Iterator[int]:
     """The one exit path of a training command, in every process; yields this process's rank.
 
     On every way out (success, a user error, a bug, Ctrl-C) the process group is torn down
@@ -225,6 +237,13 @@ def training_processes() -> Iterator[int]:
     fails; SIGTERM from the launcher waits until then), and after Ctrl-C (exit code 130,
     whatever error the interruption causes). An error of one of the other processes alone is
     raised there (it is news).
+
+    Parameters
+    ----------
+    report
+        How the command reports an error (its one ``error:`` line, or a traceback). Given, a
+        process that leaves alone (a bug, Ctrl-C, an error of one process) reports through it and
+        ends at once (:func:`_end_now`) instead of raising.
     """
     rank = process_rank()
     several = _world_size() > 1
@@ -248,6 +267,11 @@ def training_processes() -> Iterator[int]:
             group = _meet_to_leave()  # a check failed in every process before they met
         code = _exit_code(error, bool(interrupted))
         main_code = _leave(rank, code, together=together and group)
+        if several and group and not together and report is not None:  # leaving alone: end now
+            if rank != 0 and (main_code is not None or interrupted):
+                _end_now(main_code if main_code is not None else code)  # the main process reports
+            report(KeyboardInterrupt() if interrupted else error)
+            _end_now(code)
         if several and rank != 0:
             if main_code is not None:
                 raise SystemExit(main_code) from None  # the main process stopped first, and reports why
