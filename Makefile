@@ -12,7 +12,7 @@ STAMP_OLDEST := $(VENV_OLDEST)/.posviz-installed
 DEMO_MODEL ?= sentence-transformers/all-MiniLM-L6-v2
 export MPLBACKEND ?= Agg
 
-.PHONY: setup setup-oldest demo test test-newest test-oldest lint bench clean
+.PHONY: setup setup-oldest demo test test-newest test-oldest fuzz lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +47,18 @@ demo: setup
 ## test: the whole test suite on the newest and on the oldest supported transformers/huggingface_hub
 test: test-newest test-oldest
 
+# HYPOTHESIS_PROFILE=ci: property tests draw the same examples every run (tests/conftest.py); random test order
+# (pytest-randomly) with the seed printed at the top.
 test-newest: setup
-	$(BIN)/python -m pytest -q
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q
 
 test-oldest: setup-oldest
-	$(VENV_OLDEST)/bin/python -m pytest -q
+	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q
+
+## fuzz: the property tests only, with new random examples and 10x as many; failures are kept in .hypothesis/fuzz
+## and replayed first by the next run (make each one an @example)
+fuzz: setup
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:randomly -m hypothesis tests
 
 lint: setup
 	$(BIN)/ruff check posviz tests benchmarks

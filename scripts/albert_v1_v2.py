@@ -272,25 +272,25 @@ def summary_text(summary: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from posviz.errors import PosvizError
-    from posviz.train.processes import leave_process_group, process_rank
+    from posviz.train.processes import every_process, training_processes
 
     args = parse_args(argv)
     wanted = settings(args)
-    main_process = process_rank() == 0
     try:
-        if main_process:
-            check_settings(args.out, wanted)
-        evaluations = []
-        for seed in args.seeds:
-            for variant in variants(args):
-                run = train_one(args, variant, seed)
-                evaluations += evaluation_rows(run, variant, seed)
-    except PosvizError as e:
-        if main_process:
-            print(f"error: {e}", file=sys.stderr)
+        with training_processes() as rank:  # under torchrun: every process leaves through it, on every path
+            try:
+                check_settings(args.out, wanted)  # alike in every process (the same file, the same settings)
+            except PosvizError as e:
+                raise every_process(e) from None
+            evaluations = []
+            for seed in args.seeds:
+                for variant in variants(args):
+                    run = train_one(args, variant, seed)
+                    evaluations += evaluation_rows(run, variant, seed)
+    except PosvizError as e:  # the main process's (the others end in silence with the same code)
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    leave_process_group()
-    if not main_process:
+    if rank != 0:
         return 0
     tables = result_tables(evaluations)
     paths = write_results(args.results or args.out, wanted, tables)

@@ -67,6 +67,35 @@ def pytest_unconfigure(config):
     shutil.rmtree(HERMETIC_HOME, ignore_errors=True)
 
 
+# ---- hypothesis: deterministic by default, exploring on request --------------------
+# `ci` (the default, used by `make test` and CI): derandomised, so every run draws the same examples
+# (found failures are kept as @example), and no example database is written into the checkout.
+# `fuzz` (`make fuzz`, HYPOTHESIS_PROFILE=fuzz): new random examples every run, FUZZ_SCALE times as
+# many, and failures remembered in the git-ignored .hypothesis/fuzz so the next run replays them.
+# Whatever else hypothesis stores (its cache of the constants in the code under test) goes to the
+# session's temporary home, not into the checkout.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+
+set_hypothesis_home_dir(HERMETIC_HOME / ".hypothesis")
+
+_hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
+_hypothesis_settings.register_profile(
+    "fuzz", database=DirectoryBasedExampleDatabase(str(Path(__file__).parents[1] / ".hypothesis" / "fuzz")),
+    print_blob=True, deadline=None,
+)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+_hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)
+#: How many times more examples each property test draws under the ``fuzz`` profile.
+FUZZ_SCALE = 10 if HYPOTHESIS_PROFILE == "fuzz" else 1
+
+
+def examples(n: int) -> int:
+    """``max_examples`` of a property test: ``n`` in the deterministic profile, more when fuzzing."""
+    return n * FUZZ_SCALE
+
+
 from tests.albert_planted import hub_id, plant_all  # noqa: E402
 from tests.checkpoint_factory import build_tiny_checkpoint, populate_hf_cache  # noqa: E402
 

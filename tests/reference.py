@@ -9,6 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def assert_close(actual, desired, rtol: float, err_msg: str = "") -> None:
+    """``np.testing.assert_allclose`` with an absolute tolerance scaled to the magnitude of ``desired``.
+
+    ``atol = rtol * max|desired|``: entries near zero (an off-diagonal cosine, a profile crossing
+    zero, a rounding residue of -3e-8) are held to the precision of the array they belong to,
+    not to a relative precision of their own, which rounding cannot meet.
+    """
+    desired = np.asarray(desired, dtype=np.float64)
+    scale = float(np.max(np.abs(desired))) if desired.size else 0.0
+    np.testing.assert_allclose(actual, desired, rtol=rtol, atol=rtol * scale, err_msg=err_msg)
+
+
 def dense_r2(p: np.ndarray, exclude_diagonal: bool = False) -> float:
     """Toeplitzness R^2 of a dense matrix: each diagonal replaced by its mean, then 1 - SSres/SStot."""
     n = p.shape[0]

@@ -103,12 +103,8 @@ def command(
 
     Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
     """
-    from posviz.errors import OptionError, PosvizError
-    from posviz.train.loop import train
-    from posviz.train.options import FIXED_OPTIONS, TrainOptions
-    from posviz.train.processes import leave_process_group, process_rank
+    from posviz.train.processes import training_processes
     from posviz.train.result import summary_lines
-    from posviz.train.run_folder import default_out, recorded_options
 
     given = {
         "scheme": scheme.value if scheme else None, "corpus": corpus or None, "tokenizer": tokenizer,
@@ -118,6 +114,35 @@ def command(
         "dropout": dropout, "train_fraction": train_fraction,
     }
     given = {k: v for k, v in given.items() if v is not None}
+    with training_processes(report=_report) as rank:  # every process, on every path, leaves through it (train.processes)
+        options = _options(given, out, resume)
+        result = _train(options, resume, main=rank == 0)
+    if rank != 0:  # under torchrun only the main process reports
+        return
+    typer.echo("\n".join(summary_lines(result)))
+    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
+
+
+def _options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
+    """The run's ``TrainOptions``: the options given, with those of the run to resume.
+
+    Every process of a ``torchrun`` launch makes these checks alike, so their errors are marked
+    as every process's (only the main process reports them).
+    """
+    from posviz.errors import PosvizError
+    from posviz.train.processes import every_process
+
+    try:
+        return _checked_options(given, out, resume)
+    except PosvizError as e:
+        raise every_process(e) from None
+
+
+def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
+    from posviz.errors import OptionError
+    from posviz.train.options import FIXED_OPTIONS, TrainOptions
+    from posviz.train.run_folder import default_out, recorded_options
+
     if out is None:
         if not resume and "scheme" not in given:
             raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
@@ -139,20 +164,30 @@ def command(
         raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
     if "corpus" not in merged:
         raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
-    options = TrainOptions(**merged)
-    main = process_rank() == 0  # under torchrun only the main process reports
-    display = _Display() if main else None
+    return TrainOptions(**merged)
+
+
+def _train(options: Any, resume: bool, *, main: bool) -> Any:
+    """Train; a ``TrainResult`` (in every process; only the main one shows progress)."""
+    from posviz.train.loop import train
+
+    display = _Display() if main else None  # one progress display, the main process's
     try:
-        result = train(options, resume=resume, on_update=display)
-    except PosvizError:
-        if main:
-            raise
-        raise SystemExit(2) from None  # the main process prints the error once
+        return train(options, resume=resume, on_update=display)
     finally:
         if display:
             display.stop()
-    leave_process_group()
-    if not main:
-        return
-    typer.echo("\n".join(summary_lines(result)))
-    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
+
+
+def _report(error: BaseException) -> None:
+    """Report ``error`` as the CLI does (posviz.cli.app): one ``error:`` line, or a bug's traceback."""
+    import traceback
+
+    from posviz.errors import PosvizError
+
+    if isinstance(error, KeyboardInterrupt):
+        typer.echo("error: interrupted; no output was written", err=True)
+    elif isinstance(error, PosvizError):
+        typer.echo(f"error: {' '.join(str(error).split())}", err=True)
+    else:
+        traceback.print_exception(error)

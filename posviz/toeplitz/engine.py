@@ -207,8 +207,9 @@ def toeplitzness(
         ``O(n r)``, never builds ``A``); ``exact``: a second pass over row blocks
         of ``A`` sums squared deviations directly (``O(n^2 r)`` time, ``O(n)``
         rows of memory); ``auto`` (default): ``exact`` for dense input and small
-        factored problems (``n^2 r <= EXACT_LIMIT``), ``closed`` otherwise (see
-        :func:`posviz.toeplitz.r2.r2_method`; ``E E^T`` with at most
+        factored problems (``n^2 r <= EXACT_LIMIT``), otherwise ``closed`` where its
+        error bound is within ``ACCURACY`` (1e-9) and ``exact`` for ill-conditioned
+        matrices (see :func:`posviz.toeplitz.r2.r2_method`; ``E E^T`` with at most
         ``DENSE_POSITIONS`` positions is built and summed directly).
 
     Returns

@@ -14,7 +14,9 @@ Two ways to evaluate it from :class:`~posviz.toeplitz.diagonals.DiagonalSums`:
 the closed form ``sum(A**2) - sum_k S_k**2 / (n - |k|)`` (no matrix needed, but
 it cancels when one part of ``A`` dwarfs the scored variation), and a second
 pass over row blocks of ``A`` that sums squared deviations directly. Which one
-is used is decided in one place, :func:`r2_method`.
+is used is decided in one place, :func:`r2_method`; for large factored matrices
+``auto`` takes the closed form only where its error bound
+(:func:`closed_form_error`) is within :data:`ACCURACY`.
 """
 
 from __future__ import annotations
@@ -33,16 +35,28 @@ from posviz.toeplitz.diagonals import DiagonalSums, Rows
 #: ``sum(A**2) / sum((A - mean)**2)``.
 EXACT_LIMIT = 2e8
 
+#: What ``auto`` promises (docs/definitions.md): R^2 within this of the dense computation,
+#: absolute (R^2 lies in [0, 1], so a relative promise would mean nothing near 0).
+ACCURACY = 1e-9
+
+#: The closed form's rounding error in R^2 is at most about ``CLOSED_FORM_GROWTH * eps * kappa``,
+#: ``kappa = sum(A**2) / sum((A - mean)**2)``: measured over 9,457 matrices (n <= 40, random,
+#: near-constant and nearly rank-one factors, both variants) the largest ratio was 17.6; 64 leaves room
+#: for larger n. So ``auto`` takes the closed form only for ``kappa <= ACCURACY / (64 eps)``, about 7e4.
+CLOSED_FORM_GROWTH = 64.0
+
 #: What a caller may ask for: ``auto`` lets :func:`r2_method` decide.
 Method = Literal["auto", "closed", "exact"]
-#: What is done: closed form, two passes over row blocks, or nothing to compute
-#: (offset stacks are Toeplitz by construction, R^2 = 1).
-R2Method = Literal["closed", "exact", "construction"]
+#: What is done: closed form, two passes over row blocks, the closed form where its error bound
+#: allows and two passes elsewhere (``checked``, per matrix), or nothing to compute (offset stacks
+#: are Toeplitz by construction, R^2 = 1).
+R2Method = Literal["closed", "exact", "checked", "construction"]
 
 #: How each :data:`R2Method` is described in outputs.
 R2_METHOD_TEXT = {
     "closed": "closed form (FFT diagonal sums)",
     "exact": "two-pass over row blocks",
+    "checked": "closed form (FFT diagonal sums); two-pass where ill-conditioned",
     "construction": "exact (Toeplitz by construction)",
 }
 
@@ -62,13 +76,15 @@ def r2_method(form: str, n: int, rank: int | None, method: Method = "auto") -> R
         ``closed``: the closed form from diagonal sums (memory ``O(n r)``, never
         builds ``A``); ``exact``: a second pass over row blocks of ``A`` (``O(n^2 r)``
         time, ``O(n)`` rows of memory); ``auto``: ``exact`` for dense input and
-        small factored problems (``n^2 r <= EXACT_LIMIT``), ``closed`` otherwise.
+        small factored problems (``n^2 r <= EXACT_LIMIT``), ``checked`` otherwise:
+        the closed form for each matrix whose :func:`closed_form_error` is within
+        :data:`ACCURACY`, the second pass for the others (near-constant matrices).
 
     Returns
     -------
     str
         ``construction`` for offset stacks whatever ``method`` (exactly Toeplitz,
-        R^2 = 1), else ``closed`` or ``exact``.
+        R^2 = 1), else ``closed``, ``exact`` or ``checked``.
     """
     if form == "offsets":
         return "construction"
@@ -76,7 +92,40 @@ def r2_method(form: str, n: int, rank: int | None, method: Method = "auto") -> R
         return "closed"
     if method == "exact" or form == "dense":
         return "exact"
-    return "exact" if n * n * rank <= EXACT_LIMIT else "closed"
+    return "exact" if n * n * rank <= EXACT_LIMIT else "checked"
+
+
+def _sums_of_squares(ds: DiagonalSums, exclude_diagonal: bool) -> tuple[float, float]:
+    """``(residual, total)`` sums of squares from diagonal statistics (the closed form's two terms)."""
+    n = ds.n
+    explained = ds.sums**2 / ds.counts  # sum over each diagonal of its mean squared
+    if not exclude_diagonal:
+        return ds.total_sq - explained.sum(), ds.total_sq - ds.total**2 / (n * n)
+    if n < 2:
+        raise ValueError("exclude_diagonal needs n >= 2")
+    off_sq = ds.total_sq - ds.diag_sq
+    resid = off_sq - (explained.sum() - explained[n - 1])
+    return resid, off_sq - (ds.total - ds.sums[n - 1]) ** 2 / (n * n - n)
+
+
+def closed_form_error(ds: DiagonalSums, *, exclude_diagonal: bool = False) -> float:
+    """Bound on the closed form's rounding error in R^2 for this matrix.
+
+    The closed form subtracts sums of the size of ``sum(A**2)`` to get the scored
+    variation, so its error grows with ``kappa = sum(A**2) / sum((A - mean)**2)``;
+    see :data:`CLOSED_FORM_GROWTH`. ``inf`` when the variation is not resolved at all.
+
+    Parameters
+    ----------
+    ds
+        The matrix's diagonal sums.
+    exclude_diagonal
+        For the off-diagonal variant (its own variation).
+    """
+    _, tot = _sums_of_squares(ds, exclude_diagonal)
+    if not tot > 0:
+        return float("inf")
+    return CLOSED_FORM_GROWTH * np.finfo(float).eps * ds.total_sq / tot  # both variants start from sum(A**2)
 
 
 def _r2(resid: float, tot: float, scale: float, what: str) -> float:
@@ -105,19 +154,8 @@ def toeplitzness_from_sums(ds: DiagonalSums, *, exclude_diagonal: bool = False) 
     float
         R^2; 1.0 (with a :class:`~posviz.positional_scores.PosvizWarning`) for zero variance.
     """
-    n = ds.n
-    counts = ds.counts
-    explained = ds.sums**2 / counts  # sum over each diagonal of its mean squared
-    if not exclude_diagonal:
-        resid = ds.total_sq - explained.sum()
-        tot = ds.total_sq - ds.total**2 / (n * n)
-        return _r2(resid, tot, ds.total_sq, "the matrix")
-    if n < 2:
-        raise ValueError("exclude_diagonal needs n >= 2")
-    off_sq = ds.total_sq - ds.diag_sq
-    resid = off_sq - (explained.sum() - explained[n - 1])
-    tot = off_sq - (ds.total - ds.sums[n - 1]) ** 2 / (n * n - n)
-    return _r2(resid, tot, ds.total_sq, "the off-diagonal part of the matrix")
+    resid, tot = _sums_of_squares(ds, exclude_diagonal)
+    return _r2(resid, tot, ds.total_sq, "the off-diagonal part of the matrix" if exclude_diagonal else "the matrix")
 
 
 def toeplitzness_from_rows(
@@ -190,6 +228,8 @@ def toeplitzness_of(ds: DiagonalSums, rows: Rows, how: R2Method, *, exclude_diag
     """
     if how == "construction":
         return 1.0
+    if how == "checked" and closed_form_error(ds, exclude_diagonal=exclude_diagonal) > ACCURACY:
+        how = "exact"  # near-constant: the closed form would cancel away the digits that are scored
     if how == "exact":
         return toeplitzness_from_rows(ds.n, rows, ds, exclude_diagonal=exclude_diagonal)
     return toeplitzness_from_sums(ds, exclude_diagonal=exclude_diagonal)

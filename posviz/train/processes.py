@@ -1,4 +1,4 @@
-"""One training process or several (``torchrun``): who decides, who writes, who waits.
+"""One training process or several (``torchrun``): who decides, who writes, who waits, how all leave.
 
 Under ``torchrun --nproc_per_node N -m posviz train ...`` every process runs
 :func:`posviz.train.loop.train`; Trainer wraps the model in DDP and gives each
@@ -14,18 +14,42 @@ The run folder keeps one writer, the main process (rank 0):
 
 An error in the main process during these steps is raised in every process, so
 that all of them stop instead of waiting for each other. With one process every
-function here simply calls through. See ARCHITECTURE.md.
+function here simply calls through.
+
+Every process leaves through one exit path, :func:`training_processes`: on success,
+on a user error, on a bug and on Ctrl-C it tears the process group down (the one
+place that does), so that no gloo/NCCL thread outlives it into the interpreter's
+exit (the cause of ``terminate called without an active exception``, SIGABRT), and
+it decides what the process prints and its exit code. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from posviz.errors import PosvizError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
+
+#: Set on an exception that every process raises at the same point (an outcome shared by
+#: the main process, or a check every process makes alike, :func:`every_process`): they leave together.
+_EVERY_PROCESS = "_posviz_every_process"
+#: Exit code of an interrupted command (128 + SIGINT), as the CLI's.
+INTERRUPTED = 130
+
+
+class MainProcessFailed(PosvizError):
+    """In the other processes: the main process stopped on a bug (it prints the traceback)."""
+
+    exit_code = 1
 
 
 def process_rank() -> int:
@@ -50,7 +74,7 @@ def _share(outcome: tuple[str, Any] | None) -> tuple[str, Any]:
     import torch.distributed as dist
 
     if outcome is not None and outcome[0] == "failure":
-        shared: Any = ("error", PosvizError(f"the main process stopped: {type(outcome[1]).__name__}: {outcome[1]}"))
+        shared: Any = ("error", MainProcessFailed(f"the main process stopped: {type(outcome[1]).__name__}: {outcome[1]}"))
     else:
         shared = outcome
     box = [shared]
@@ -59,10 +83,21 @@ def _share(outcome: tuple[str, Any] | None) -> tuple[str, Any]:
 
 
 def _unwrap(outcome: tuple[str, Any]) -> Any:
+    """The value of a shared outcome, or its error raised (every process raises it here)."""
     kind, value = outcome
     if kind != "value":
-        raise value
+        raise every_process(value)
     return value
+
+
+def every_process(error: E) -> E:
+    """Mark ``error`` as raised by every process at the same point; returns it, to be raised.
+
+    For a check that every process makes alike (the options of ``posviz train``): the processes
+    then leave together, and only the main process reports it (:func:`training_processes`).
+    """
+    setattr(error, _EVERY_PROCESS, True)
+    return error
 
 
 def decided_by_main(args: Any, decide: Callable[[], T]) -> T:
@@ -106,15 +141,167 @@ def barrier(args: Any) -> None:
         dist.barrier()
 
 
-def leave_process_group() -> None:
-    """Leave the process group this process joined under ``torchrun``, if any (else do nothing).
+def _exit_code(error: BaseException, interrupted: bool) -> int:
+    """The CLI's exit code for ``error`` (see :mod:`posviz.cli.app`)."""
+    if interrupted or isinstance(error, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else (0 if error.code is None else 1)
+    if isinstance(error, PosvizError):
+        return error.exit_code
+    return 1
 
-    Called once a command's training is over: the processes finish together, and gloo's
-    threads are joined before the interpreter tears down (a group left alive can abort the
-    process at exit with ``terminate called without an active exception``).
-    """
+
+def _group_started() -> bool:
+    """Whether this process joined a process group (torch is not imported for the answer)."""
+    if "torch.distributed" not in sys.modules:
+        return False
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    return dist.is_available() and dist.is_initialized()
+
+
+def _hold_signals() -> None:
+    """From here on this process ends with its own exit code: the launcher's signals are ignored.
+
+    ``torchrun`` forwards Ctrl-C to every process and sends SIGTERM to all of them as soon as
+    one has ended; a process on its way out is neither interrupted twice nor killed half-way.
+    Ignored, not blocked: a mask holds for one thread only, and any of gloo's or torch's threads
+    could take a blocked signal with its default action (termination). SIGKILL, the launcher's
+    last resort 30 s later, still ends a process that does not leave.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+    else:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
+def _exit_key() -> str:
+    """The launcher's store key of the main process's exit code (restarts of ``torchrun`` get new ones)."""
+    return f"posviz/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/exit"
+
+
+def _leave(rank: int, code: int, *, together: bool) -> int | None:
+    """Tear the process group down, if this process joined one (the only place that does it).
+
+    ``together``: every process is on its way out at the same point; they meet once more,
+    then leave. Otherwise this process leaves alone (a bug, an interruption, an error of one
+    process): the main process first puts its exit ``code`` in the launcher's store, where the
+    others look when their next collective fails because it has gone. Returns the main
+    process's exit code when this is another process and the main process left first.
+    """
+    if not _group_started():
+        return None
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    _hold_signals()
+    main_code = None
+    if together:
+        dist.barrier()  # every process holds its signals: none is killed because another ended
+    else:
+        try:
+            store = distributed_c10d._get_default_store()
+            if rank == 0:
+                store.set(_exit_key(), str(code))
+            elif store.check([_exit_key()]):
+                main_code = int(store.get(_exit_key()))
+        except Exception:  # noqa: BLE001 - no store to ask (the main process hosted it): nothing to learn
+            pass
+    dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+    return main_code
+
+
+def _end_now(code: int) -> None:
+    """End this process at once with ``code``, running no destructor and no exit handler.
+
+    For a process leaving alone: objects still holding the process group (DDP's reducer) may
+    own a gloo thread blocked in a collective whose peer has gone, and freeing them would wait
+    for it (until the launcher's SIGKILL, 30 s later).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@contextmanager
+def training_processes(report: Callable[[BaseException], None] | None = None) -> Iterator[int]:
+    """The one exit path of a training command, in every process; yields this process's rank.
+
+    On every way out (success, a user error, a bug, Ctrl-C) the process group is torn down
+    here and only here (:func:`_leave`). With several processes (``torchrun``) the main
+    process (rank 0) reports and the others end with its exit code in silence: after a user
+    error raised in every process (a choice the main process shared, or a check marked with
+    :func:`every_process`), after the main process stopped alone (their next collective
+    fails; SIGTERM from the launcher waits until then), and after Ctrl-C (exit code 130,
+    whatever error the interruption causes). An error of one of the other processes alone is
+    raised there (it is news).
+
+    Parameters
+    ----------
+    report
+        How the command reports an error (its one ``error:`` line, or a traceback). Given, a
+        process that leaves alone (a bug, Ctrl-C, an error of one process) reports through it and
+        ends at once (:func:`_end_now`) instead of raising.
+    """
+    rank = process_rank()
+    several = _world_size() > 1
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if several:
+            _hold_signals()  # torchrun forwards Ctrl-C, then terminates: one stop is enough
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    handled = (signal.SIGINT, signal.SIGTERM) if several else (signal.SIGINT,)
+    previous = {s: signal.signal(s, on_signal) for s in handled} if main_thread else {}
+    try:
+        yield rank
+    except BaseException as error:
+        group = _group_started()
+        together = bool(getattr(error, _EVERY_PROCESS, False))
+        if several and together and not group:
+            group = _meet_to_leave()  # a check failed in every process before they met
+        code = _exit_code(error, bool(interrupted))
+        main_code = _leave(rank, code, together=together and group)
+        if several and group and not together and report is not None:  # leaving alone: end now
+            if rank != 0 and (main_code is not None or interrupted):
+                _end_now(main_code if main_code is not None else code)  # the main process reports
+            report(KeyboardInterrupt() if interrupted else error)
+            _end_now(code)
+        if several and rank != 0:
+            if main_code is not None:
+                raise SystemExit(main_code) from None  # the main process stopped first, and reports why
+            if together or interrupted:
+                raise SystemExit(code) from None  # the main process reports it
+        if interrupted and not isinstance(error, KeyboardInterrupt):
+            raise KeyboardInterrupt from None  # the error was a consequence of the interruption
+        raise
+    else:
+        _leave(rank, 0, together=True)
+    finally:
+        for s, handler in previous.items():
+            if signal.getsignal(s) is not signal.SIG_IGN:  # ignored once leaving: the process ends as it decided
+                signal.signal(s, handler)
+
+
+def _meet_to_leave() -> bool:
+    """Start a process group only to leave together (see :func:`_leave`); False if it cannot be had in 60 s."""
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    except Exception:  # noqa: BLE001 - then each process leaves alone, as it would have
+        return False
+    return True
+
+
+def _world_size() -> int:
+    """The number of processes as ``torchrun`` sets it (``WORLD_SIZE``); 1 when not launched by it."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1

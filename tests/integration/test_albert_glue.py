@@ -53,8 +53,8 @@ def test_printed_values_match_dense_reference(albert_cache, planted, tmp_path):
     for r in rows:
         key = (r["size"], r["version"])
         assert r["model"] == hub_id(*key) and r["kind"] == "reference"
-        assert r["toeplitzness"] == pytest.approx(planted[key].full, rel=1e-9)
-        assert r["toeplitzness_offdiag"] == pytest.approx(planted[key].offdiag, rel=1e-9)
+        assert r["toeplitzness"] == pytest.approx(planted[key].full, rel=1e-9, abs=1e-9)
+        assert r["toeplitzness_offdiag"] == pytest.approx(planted[key].offdiag, rel=1e-9, abs=1e-9)
         assert r["metric"] == "average" and r["metric_value"] == AVERAGE[key]
         assert r["positions"] == N and r["dim"] == D and r["null_draws"] == 3
 
@@ -110,8 +110,8 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
         arrow = _by_gid(fig, f"arrow:{size}")
         (x_tail, y_tail), (x_head, y_head) = arrow.xyann, arrow.xy
         v1, v2 = planted[(size, "v1")], planted[(size, "v2")]
-        assert (x_tail, y_tail) == pytest.approx((v1.full, AVERAGE[(size, "v1")]), rel=1e-9)
-        assert (x_head, y_head) == pytest.approx((v2.full, AVERAGE[(size, "v2")]), rel=1e-9)
+        assert (x_tail, y_tail) == pytest.approx((v1.full, AVERAGE[(size, "v1")]), rel=1e-9, abs=1e-9)
+        assert (x_head, y_head) == pytest.approx((v2.full, AVERAGE[(size, "v2")]), rel=1e-9, abs=1e-9)
         # Direction follows the planted data: xxlarge v2 was planted less Toeplitz than v1.
         assert (x_head > x_tail) is (WEIGHTS[(size, "v2")] > WEIGHTS[(size, "v1")])
         for version, p in (("v1", v1), ("v2", v2)):
@@ -129,7 +129,7 @@ def test_the_offdiagonal_headline_is_plotted_by_default(albert_cache, planted):
     assert cmp.variant == "exclude_diagonal"
     fig = plot_toeplitzness_vs_metric(cmp)
     x = _by_gid(fig, "point:base v2").get_xydata()[0][0]
-    assert x == pytest.approx(planted[("base", "v2")].offdiag, rel=1e-9)
+    assert x == pytest.approx(planted[("base", "v2")].offdiag, rel=1e-9, abs=1e-9)
     assert "off-diagonal" in fig.axes[0].get_title()
 
 
@@ -266,7 +266,7 @@ def test_short_alias_in_the_hf_cache_is_found(empty_albert_cache, planted, tmp_p
     empty_albert_cache([k for k in planted if k != ("base", "v2")])
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "-f", "json", "-o", str(tmp_path / "f.png"), "--null-draws", "0"))
     row = next(r for r in rows if r["label"] == "base v2")
-    assert row["model"] == "albert-base-v2" and row["toeplitzness"] == pytest.approx(planted[("base", "v2")].full, rel=1e-9)
+    assert row["model"] == "albert-base-v2" and row["toeplitzness"] == pytest.approx(planted[("base", "v2")].full, rel=1e-9, abs=1e-9)
 
 
 def test_subset_of_albert_checkpoints(albert_cache, planted, tmp_path):
@@ -298,14 +298,14 @@ def test_second_run_reads_the_score_cache_without_checkpoints(albert_cache, plan
 def test_new_commit_in_hf_cache_is_rescored(albert_cache, planted, tmp_path, hf_cache):
     args = ["toeplitzness", "--plot-vs-glue", "albert-base-v1", "-f", "json", "-o", str(tmp_path / "f.png"), "--null-draws", "0"]
     first = _json_rows(invoke(*args))[0]
-    assert first["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9)
+    assert first["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9, abs=1e-9)
     # The Hub repo moved on: the same id now holds other weights (new commit in refs/main).
     new = planted[("xlarge", "v2")]
     hf_cache(hub_id("base", "v1"), new.folder)
     r = invoke(*args)
     second = _json_rows(r)[0]
     assert _cache_hits(r) == 0 and second["revision"] != first["revision"]
-    assert second["toeplitzness"] == pytest.approx(new.full, rel=1e-9)
+    assert second["toeplitzness"] == pytest.approx(new.full, rel=1e-9, abs=1e-9)
 
 
 def _run(*args, timeout=120):
@@ -326,7 +326,7 @@ def test_corrupt_cache_entry_is_recomputed_with_a_warning(albert_cache, planted,
     rows = json.loads(r.stdout)
     assert "1 of 2 scores read from the posviz score cache" in r.stderr
     for x in rows:
-        assert x["toeplitzness"] == pytest.approx(planted[(x["size"], x["version"])].full, rel=1e-9)
+        assert x["toeplitzness"] == pytest.approx(planted[(x["size"], x["version"])].full, rel=1e-9, abs=1e-9)
     assert json.loads(victim.read_text())["magic"] == "posviz-score-cache"  # rewritten whole
 
 
@@ -343,10 +343,10 @@ def test_plain_toeplitzness_uses_the_cache_for_local_folders(planted, tmp_path):
     shutil.copytree(planted[("base", "v1")].folder, folder)
     args = ["toeplitzness", str(folder), "-f", "json", "--null-draws", "2"]
     r = invoke(*args)
-    assert _cache_hits(r) == 0 and _json_rows(r)[0]["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9)
+    assert _cache_hits(r) == 0 and _json_rows(r)[0]["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9, abs=1e-9)
     miss = r.stdout
     r = invoke(*args)
-    assert _cache_hits(r) == 1 and _json_rows(r)[0]["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9)
+    assert _cache_hits(r) == 1 and _json_rows(r)[0]["toeplitzness"] == pytest.approx(planted[("base", "v1")].full, rel=1e-9, abs=1e-9)
     assert r.stdout == miss
     r = invoke("toeplitzness", str(folder), "--null-draws", "2")
     assert "1 of 1 scores read from the posviz score cache" in r.stderr
@@ -357,7 +357,7 @@ def test_plain_toeplitzness_uses_the_cache_for_local_folders(planted, tmp_path):
     r = invoke(*args)
     changed = _json_rows(r)[0]
     assert _cache_hits(r) == 0
-    assert changed["toeplitzness"] == pytest.approx(planted[("large", "v2")].full, rel=1e-9)
+    assert changed["toeplitzness"] == pytest.approx(planted[("large", "v2")].full, rel=1e-9, abs=1e-9)
 
 
 def test_plain_toeplitzness_names_every_missing_model(empty_albert_cache, planted):
@@ -381,7 +381,7 @@ def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path
     assert len(rows) == 10
     by_model = {r["model"]: r for r in rows if r["kind"] == "extra"}
     assert by_model[extra]["metric_value"] == 83.25
-    assert by_model[extra]["toeplitzness"] == pytest.approx(planted[("large", "v1")].full, rel=1e-9)
+    assert by_model[extra]["toeplitzness"] == pytest.approx(planted[("large", "v1")].full, rel=1e-9, abs=1e-9)
     assert by_model["sinusoidal:512x128"]["toeplitzness"] == pytest.approx(1.0)
     assert b"<svg" in (tmp_path / "f.svg").read_bytes()[:500]
 
@@ -440,7 +440,7 @@ def test_download_reads_only_config_and_one_weight_file(planted, tmp_path, monke
         rows = _json_rows(invoke(*args))
         for key in served:
             assert sorted(set(hub.downloads(hub_id(*key)))) == ["config.json", "model.safetensors"]
-        assert [r["toeplitzness"] for r in rows] == pytest.approx([planted[k].full for k in served], rel=1e-9)
+        assert [r["toeplitzness"] for r in rows] == pytest.approx([planted[k].full for k in served], rel=1e-9, abs=1e-9)
         # Offline afterwards: served from the caches, no request made.
         n_requests = len(hub.requests)
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -501,13 +501,14 @@ def test_download_shows_a_progress_bar_on_a_terminal(planted, tmp_path, monkeypa
         os.close(slave)
         out = proc.stdout.read()
         proc.wait(timeout=120)
-        reader.join(timeout=10)
+        reader.join(timeout=120)  # it returns at the end of the terminal's output (EIO once the process has exited)
+        assert not reader.is_alive()
         os.close(master)
         err = b"".join(chunks)
     assert proc.returncode == 0, err.decode(errors="replace")
     text = err.decode(errors="replace")
     assert "model.safetensors" in text and "100%" in text  # huggingface_hub's download bar
-    assert json.loads(out)[0]["toeplitzness"] == pytest.approx(planted[("base", "v2")].full, rel=1e-9)
+    assert json.loads(out)[0]["toeplitzness"] == pytest.approx(planted[("base", "v2")].full, rel=1e-9, abs=1e-9)
 
 
 def test_pinned_revision_uses_only_a_score_of_that_revision(hf_cache, planted):

@@ -16,6 +16,7 @@ from safetensors.numpy import save_file
 
 from posviz.errors import PosvizError
 from posviz.read.embeddings import load_position_embeddings
+from tests.conftest import examples
 
 NAME = "embeddings.position_embeddings.weight"
 
@@ -41,7 +42,7 @@ def _load(folder: Path, data: bytes) -> None:
     assert pe.matrix.dtype == np.float64 and np.isfinite(pe.matrix).all()
 
 
-fuzz_settings = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+fuzz_settings = settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @fuzz_settings

@@ -229,7 +229,7 @@ def test_albert_figure_plots_the_scores_and_the_run(albert_cache, planted, absol
 
     for key, p in planted.items():
         point = _by_gid(figure, f"point:{key[0]} {key[1]}")
-        assert point.get_xydata()[0] == pytest.approx((p.offdiag, AVERAGE[key]), rel=1e-9)
+        assert point.get_xydata()[0] == pytest.approx((p.offdiag, AVERAGE[key]), rel=1e-9, abs=1e-9)
     for size in SIZES:
         arrow = _by_gid(figure, f"arrow:{size}")
         assert (arrow.xy[0] > arrow.xyann[0]) is (WEIGHTS[(size, "v2")] > WEIGHTS[(size, "v1")])

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -110,10 +109,25 @@ def test_entry_without_finite_score_is_rejected(tmp_path):
     assert not path.exists()
 
 
-def test_latest_any_revision(tmp_path):
+@pytest.fixture
+def ticking_clock(monkeypatch):
+    """Entries are dated one second apart, in the order they are written (not by a wall clock that may not tick)."""
+    from datetime import datetime, timedelta, timezone
+
+    start, ticks = datetime(2026, 1, 1, tzinfo=timezone.utc), []
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            ticks.append(None)
+            return start + timedelta(seconds=len(ticks))
+
+    monkeypatch.setattr(cache_mod, "datetime", Clock)
+
+
+def test_latest_any_revision(tmp_path, ticking_clock):
     c = ScoreCache(tmp_path)
     c.put(_key("old"), {**RESULT, "toeplitzness": 0.1})
-    time.sleep(0.01)
     c.put(_key("new"), {**RESULT, "toeplitzness": 0.2})
     c.put(_key("newest-other-settings", seed=5), {**RESULT, "toeplitzness": 0.3})
     result, revision = c.latest("hub:org/m", ScoreSettings(), endpoint=HUB)
@@ -153,56 +167,66 @@ def test_unwritable_cache_warns_and_goes_on(tmp_path):
     assert c.get(_key()) is None and c.latest("hub:org/m", ScoreSettings(), endpoint=HUB) is None
 
 
-def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path):
-    """A writer killed at a random moment leaves a valid entry (old or new) or none."""
-    script = textwrap.dedent(f"""
-        import builtins, time
-        from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
+#: A writer that stores entry 0, then entry 1, and is killed (SIGKILL: no cleanup at all) at the point named by
+#: its argument, while writing entry 1: half-way through its bytes, just before the rename, just after it.
+_KILLED_WRITER = """
+import builtins, os, signal, sys
+from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
 
-        real_open = builtins.open
+point, folder = sys.argv[1], sys.argv[2]
+real_open, real_replace, entry = builtins.open, os.replace, [0]
 
-        class SlowFile:  # writes in small flushed chunks, so that most kills land mid-write
-            def __init__(self, fh):
-                self.fh = fh
-            def write(self, text):
-                for i in range(0, len(text), 8192):
-                    self.fh.write(text[i:i + 8192])
-                    self.fh.flush()
-                    time.sleep(0.001)
-            def __getattr__(self, name):
-                return getattr(self.fh, name)
-            def __enter__(self):
-                return self
-            def __exit__(self, *exc):
-                return self.fh.__exit__(*exc)
+def kill():
+    os.kill(os.getpid(), signal.SIGKILL)
 
-        def slow_open(*args, **kwargs):
-            fh = real_open(*args, **kwargs)
-            return SlowFile(fh) if "w" in (args[1] if len(args) > 1 else kwargs.get("mode", "r")) else fh
+class ChunkedFile:  # writes in flushed 8 kB chunks, so that a kill can land half-way through the bytes
+    def __init__(self, fh):
+        self.fh = fh
+    def write(self, text):
+        for i in range(0, len(text), 8192):
+            self.fh.write(text[i:i + 8192])
+            self.fh.flush()
+            if point == "mid-write" and entry[0] == 1 and i >= len(text) // 2:
+                kill()
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return self.fh.__exit__(*exc)
 
-        builtins.open = slow_open
-        c = ScoreCache({str(tmp_path)!r})
-        key = make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co")
-        big = ["x" * 200] * 2000  # ~400 kB per entry: the kill lands mid-write often
-        i = 0
-        print("ready", flush=True)
-        while True:
-            c.put(key, {{"toeplitzness": i / 1e6, "toeplitzness_offdiag": 0.5, "padding": big}})
-            i += 1
-    """)
-    for delay in (0.05, 0.2, 0.45):
-        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        c = ScoreCache(tmp_path)
-        import warnings
+def chunked_open(*args, **kwargs):
+    fh = real_open(*args, **kwargs)
+    return ChunkedFile(fh) if "w" in (args[1] if len(args) > 1 else kwargs.get("mode", "r")) else fh
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", CacheWarning)  # a corrupt entry would raise here
-            got = c.get(make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co"))
-        assert got is None or (0 <= got["toeplitzness"] < 1 and len(got["padding"]) == 2000)
+def replace(src, dst):
+    if point == "before-rename" and entry[0] == 1:
+        kill()
+    real_replace(src, dst)
+    if point == "after-rename" and entry[0] == 1:
+        kill()
+
+builtins.open, os.replace = chunked_open, replace
+c = ScoreCache(folder)
+key = make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co")
+big = ["x" * 200] * 2000  # ~400 kB per entry
+for i in (0, 1):
+    entry[0] = i
+    c.put(key, {"toeplitzness": i / 10, "toeplitzness_offdiag": 0.5, "padding": big})
+"""
+
+
+@pytest.mark.parametrize("point,kept", [("mid-write", 0.0), ("before-rename", 0.0), ("after-rename", 0.1)])
+def test_sigkill_while_writing_never_leaves_a_corrupt_entry(tmp_path, point, kept):
+    """A writer killed while it replaces an entry leaves a valid entry: the old one until the rename, then the new."""
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, point, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # a corrupt entry would raise here
+        got = ScoreCache(tmp_path).get(make_key("hub:org/m", "abc", ScoreSettings(), endpoint="https://huggingface.co"))
+    assert got["toeplitzness"] == kept and len(got["padding"]) == 2000
 
 
 def test_local_fingerprint_follows_rewrites(tmp_path):
@@ -284,10 +308,9 @@ def test_endpoints_are_never_mixed(tmp_path):
         c.latest("hub:org/m", ScoreSettings())
 
 
-def test_latest_of_one_revision(tmp_path):
+def test_latest_of_one_revision(tmp_path, ticking_clock):
     c = ScoreCache(tmp_path)
     c.put(_key("old"), {**RESULT, "toeplitzness": 0.1})
-    time.sleep(0.01)
     c.put(_key("new"), {**RESULT, "toeplitzness": 0.2})
     assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB, revision="old")[0]["toeplitzness"] == 0.1
     assert c.latest("hub:org/m", ScoreSettings(), endpoint=HUB, revision="other") is None

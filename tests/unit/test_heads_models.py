@@ -27,6 +27,7 @@ from posviz.errors import CheckpointError, OptionError, UnsupportedModelError  #
 from posviz.extract.absolute import AbsoluteHeads  # noqa: E402
 from posviz.extract.registry import open_heads  # noqa: E402
 from tests.checkpoint_factory import TINY_CONFIGS, attention_scaling, build_tiny_checkpoint  # noqa: E402
+from tests.reference import assert_close  # noqa: E402
 
 EXTRA_CONFIGS = {
     "megatron-bert": TINY_CONFIGS["bert"],
@@ -261,4 +262,4 @@ def test_positions_and_rows_follow_the_family(tiny_checkpoints):
     meta = heads.metadata()
     assert heads.n == 17 and meta["rows"] == [5, 22] and "precede position 0" in meta["rows_note"]
     full = AbsoluteHeads(str(tiny_checkpoints("roberta"))).layer(0).to_dense()
-    np.testing.assert_allclose(heads.layer(0).to_dense(), full[:, 3:20, 3:20], rtol=1e-12)
+    assert_close(heads.layer(0).to_dense(), full[:, 3:20, 3:20], rtol=1e-12)

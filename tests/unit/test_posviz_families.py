@@ -61,7 +61,7 @@ def test_toeplitzness_command_on_a_posviz_checkpoint(saved):
 
     row = json.loads(res.stdout)[0]
     e = model.albert.embeddings.position_embeddings.weight.detach().double().numpy()
-    assert row["toeplitzness"] == pytest.approx(score_embeddings(e, null_draws=0).toeplitzness, rel=1e-9)
+    assert row["toeplitzness"] == pytest.approx(score_embeddings(e, null_draws=0).toeplitzness, rel=1e-9, abs=1e-9)
 
 
 def test_heatmap_of_tupe_checkpoint_and_one_line_error_for_tisa(saved, tmp_path):

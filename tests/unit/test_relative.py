@@ -14,6 +14,7 @@ from posviz.extract.registry import open_heads  # noqa: E402
 from posviz.positional_scores import PositionalScores  # noqa: E402
 from posviz.schemes import alibi, rope  # noqa: E402
 from tests.checkpoint_factory import TINY_CONFIGS, rotary_inv_freq  # noqa: E402
+from tests.reference import assert_close  # noqa: E402
 
 
 def _save(model_type: str, folder, **cfg):
@@ -93,7 +94,7 @@ def test_mpt_slopes_and_matrix_match_hf():
     slopes = alibi.slopes(heads, kind="mpt", alibi_bias_max=8)
     hf = build_mpt_alibi_tensor(heads, n, 8)[:, 0, :].double().numpy()  # slope * (j - (n - 1))
     ours = np.stack([PositionalScores.from_offsets(alibi.bias_offsets(slopes, n)).matrix(h)[n - 1] for h in range(heads)])
-    np.testing.assert_allclose(ours, hf, rtol=1e-6)  # last query row: -m (n - 1 - j)
+    assert_close(ours, hf, rtol=1e-6)  # last query row: -m (n - 1 - j)
 
 
 def test_bloom_model_heads_are_exactly_toeplitz(tiny_checkpoints):
@@ -102,7 +103,7 @@ def test_bloom_model_heads_are_exactly_toeplitz(tiny_checkpoints):
     assert heads.num_heads == 4 and np.all(scores.toeplitzness == 1.0)
     conv = heads.conventions(0)
     assert conv["causal"] and len(conv["slopes"]) == 4
-    np.testing.assert_allclose(scores.profiles[1, :48], -conv["slopes"][1] * np.arange(47, -1, -1), rtol=1e-12)
+    assert_close(scores.profiles[1, :48], -conv["slopes"][1] * np.arange(47, -1, -1), rtol=1e-12)
 
 
 # ---- RoPE -------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_rope_dense_kernel_matches_closed_form():
     f = rope.kernel_offsets(1.0 / 10000 ** (np.arange(0, 16, 2) / 16), 12)
     i, j = np.indices((12, 12))
     dense = np.cos((j - i)[..., None] * (1.0 / 10000 ** (np.arange(0, 16, 2) / 16))).sum(-1)
-    np.testing.assert_allclose(PositionalScores.from_offsets(f).matrix(0), dense, rtol=1e-12)
+    assert_close(PositionalScores.from_offsets(f).matrix(0), dense, rtol=1e-12)
 
 
 # ---- DeBERTa ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from posviz.positional_scores import PositionalScores  # noqa: E402
 from posviz.schemes import alibi, rope, t5  # noqa: E402
 from posviz.schemes.absolute import LN_MODES, layer_norm  # noqa: E402
 from posviz.schemes.offsets import offset_axis, offset_index  # noqa: E402
+from tests.reference import assert_close  # noqa: E402
 
 BUCKETS = [(8, 16), (16, 20), (32, 128), (32, 50), (64, 256), (128, 1000), (10, 64), (6, 8)]
 
@@ -81,7 +82,7 @@ def test_alibi_slopes_equal_bloom_for_every_head_count():
         hf = build_alibi_tensor(torch.ones(1, 2), heads, torch.float32)[:, 0, 1].numpy()  # slope_h * position 1
         ours = alibi.slopes(heads)
         # transformers raises a float32 base to powers up to 2H: a few float32 ulps of error
-        np.testing.assert_allclose(ours, hf, rtol=2e-6)
+        assert_close(ours, hf, rtol=2e-6)
         # the builder's buffer is exactly the numpy slopes rounded to its dtype
         np.testing.assert_array_equal(AlibiScores(heads).slopes.numpy(), ours.astype(np.float32))
 
@@ -102,7 +103,7 @@ def test_alibi_builder_and_analysis_give_the_same_bias(heads):
     analysis = alibi.bias_offsets(m.slopes.numpy(), n)
     np.testing.assert_array_equal(m.offsets(n).numpy(), analysis)
     np.testing.assert_array_equal(m(n).numpy(), PositionalScores.from_offsets(analysis).to_dense())
-    np.testing.assert_allclose(analysis, alibi.bias_offsets(alibi.slopes(heads), n), rtol=1e-7)  # float32 buffer
+    assert_close(analysis, alibi.bias_offsets(alibi.slopes(heads), n), rtol=1e-7)  # float32 buffer
 
 
 # ---- RoPE ---------------------------------------------------------------------------
