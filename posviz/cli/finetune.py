@@ -86,9 +86,9 @@ def command(
 
     Example: posviz finetune runs/tisa-tiny-s0 --task builtin/bshift --seeds 0,1,2 --steps 300
     """
-    from posviz.errors import PosvizError
+    from posviz.cli.train import _report
     from posviz.finetune.api import finetune
-    from posviz.train.processes import leave_process_group, process_rank
+    from posviz.train.processes import process_rank, training_processes
     from posviz.util.atomic import check_output_path
     from posviz.util.tables import emit, to_csv, to_json
 
@@ -98,17 +98,12 @@ def command(
         kind = TEXT_EXTENSIONS[output.suffix.lower()] if fmt is OutputFormat.table else kind
     picked: str | list[int] | None = checkpoints if checkpoints in (None, "all") else _ints(checkpoints, "--checkpoints")
     main = process_rank() == 0
-    try:
+    with training_processes(report=_report) as rank:  # every process leaves through it, on every path (train.processes)
         records = finetune(sources, tasks=task, seeds=_ints(seeds, "--seeds") or [0], checkpoints=picked, steps=steps,
                            epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, precision=precision.value,
                            train_size=train_size, dev_size=dev_size, corpus=corpus, out=out, resume=resume,
                            overwrite=overwrite, on_update=_progress if main else None)
-    except PosvizError:
-        if main:
-            raise
-        raise SystemExit(2) from None  # the main process prints the error once
-    leave_process_group()
-    if not main:
+    if rank != 0:  # under torchrun only the main process reports
         return
     text = to_json(records) if kind == "json" else to_csv(records) if kind == "csv" else results_table(records)
     emit(text, output)

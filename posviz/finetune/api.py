@@ -17,12 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from posviz.errors import OptionError, SourceError
+from posviz.errors import OptionError, PosvizError, SourceError
 from posviz.finetune.loop import FinetuneSettings
 from posviz.finetune.results import SCORE, median_records, read_document, results_path, task_slug, write_document
 from posviz.finetune.targets import Target, resolve_targets
 from posviz.finetune.taskdata import TaskData
 from posviz.finetune.tasks import check_spec, load_task
+from posviz.train.processes import every_process
 
 
 def _tokenizer(target: Target) -> Any:
@@ -148,10 +149,13 @@ def finetune(
         raise OptionError("give at least one --task and one seed", "for example --task builtin/bshift --seeds 0,1,2")
     settings = FinetuneSettings(steps, float(epochs), float(lr), int(batch_size), int(max_length), precision,
                                 train_size, dev_size, tuple(corpus) if corpus else None)
-    for spec in tasks:  # unknown task names fail before any model is loaded
-        check_spec(spec)
-    targets = resolve_targets([str(s) for s in sources], checkpoints if checkpoints in (None, "all")
-                              else [int(s) for s in checkpoints], out)  # type: ignore[union-attr]
+    try:  # checks every process makes alike (under torchrun the main process alone reports them)
+        for spec in tasks:  # unknown task names fail before any model is loaded
+            check_spec(spec)
+        targets = resolve_targets([str(s) for s in sources], checkpoints if checkpoints in (None, "all")
+                                  else [int(s) for s in checkpoints], out)  # type: ignore[union-attr]
+    except PosvizError as e:
+        raise every_process(e) from None
     quiet_transformers()
     records: list[dict[str, Any]] = []
     for target in targets:
