@@ -48,12 +48,16 @@ demo: setup
 test: test-newest test-oldest
 
 # HYPOTHESIS_PROFILE=ci: property tests draw the same examples every run (tests/conftest.py); random test order
-# (pytest-randomly) with the seed printed at the top.
+# (pytest-randomly) with its seed printed first (-q hides pytest's header): `make test SEED=N` replays an order.
+SEED ?= $(shell $(PYTHON) -c 'import random; print(random.randrange(2**32))')
+
 test-newest: setup
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q
+	@echo "random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 test-oldest: setup-oldest
-	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q
+	@echo "random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
+	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 ## fuzz: the property tests only, with new random examples and 10x as many; failures are kept in .hypothesis/fuzz
 ## and replayed first by the next run (make each one an @example)

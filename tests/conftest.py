@@ -154,6 +154,24 @@ def minilm_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """Every test leaves SIGINT and SIGTERM as it found them.
+
+    An ignored signal is inherited by every subprocess a later test starts (a Ctrl-C test would
+    then see its interrupt ignored), so a handler left behind fails the test that left it.
+    """
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {s: signal.getsignal(s) for s in before}
+    for s, handler in before.items():
+        signal.signal(s, handler)  # the next test starts clean whatever happened
+    changed = [signal.Signals(s).name for s in before if after[s] is not before[s]]
+    assert not changed, f"the test left the handlers of {', '.join(changed)} changed"
+
+
+@pytest.fixture(autouse=True)
 def _isolated_score_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own empty posviz score cache (never the user's)."""
     folder = tmp_path_factory.mktemp("posviz-cache")

@@ -87,6 +87,7 @@ def band_table(summary: list[dict]) -> str:
     out.append("high-freq share: share of each head's band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| in the "
                "high-frequency half of the RoPE bands (mean ± sd over heads); w(k = −1): mean softmax weight of the previous "
                "token in the probe profile; locality: median width of the profile's peak (docs/definitions.md).")
+    return "\n".join(out) + "\n"
 
 
 ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -294,7 +295,10 @@ def test_sigint_during_rendering_leaves_no_partial_file(tmp_path, minilm_dir):
     out = tmp_path / "report.pdf"
     out.write_bytes(old)
     args = [sys.executable, "-c", _INTERRUPTED_RENDERING, "report", str(minilm_dir), "sinusoidal:64x8", "-o", str(out)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    # Ctrl-C as at a terminal: a test run started in the background (`make test &`, some CI launchers) has SIGINT
+    # ignored, and an ignored signal is inherited, so the child gets the default disposition explicitly
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # at the interruption: the old report and the temporary file being rendered into
     assert re.fullmatch(r"\.report\.pdf\.\S+\.tmp report\.pdf", proc.stdout.strip()), proc.stdout
     assert proc.returncode == 130, proc.stderr
