@@ -49,7 +49,9 @@ test: test-newest test-oldest
 
 # HYPOTHESIS_PROFILE=ci: property tests draw the same examples every run (tests/conftest.py); random test order
 # (pytest-randomly) with its seed printed first (-q hides pytest's header): `make test SEED=N` replays an order.
-SEED ?= $(shell $(PYTHON) -c 'import random; print(random.randrange(2**32))')
+ifndef SEED  # drawn once per make run (a `?=` variable would draw anew at every use)
+SEED := $(shell $(PYTHON) -c 'import random; print(random.randrange(2**32))')
+endif
 
 test-newest: setup
 	@echo "random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
