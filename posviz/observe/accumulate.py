@@ -78,13 +78,18 @@ def _no_weights(model: Any) -> UnsupportedModelError:
     )
 
 
+#: Tokens of the one-block probe that finds where a Hugging Face model emits its attention maps.
+PROBE_TOKENS = 16
+
+
 class _Capture:
     """Hands each layer's attention probabilities to a callback, as soon as each layer has produced them.
 
     * posviz models: forward hooks on their ``attention_probs`` modules (eager path).
-    * Hugging Face models: ``output_attentions=True``. The first batch finds, by
-      identity with ``outputs.attentions``, the innermost module of each layer whose
-      output tuple carries the probabilities; from then on a hook on it takes them
+    * Hugging Face models: ``output_attentions=True``. A one-block probe of
+      :data:`PROBE_TOKENS` tokens, run before the first batch, finds by identity with
+      ``outputs.attentions`` the innermost module of each layer whose output tuple
+      carries the probabilities; in every batch a hook on it takes them
       and puts ``None`` in their place, so no layer's ``n x n`` maps outlive the
       layer. A model where that cannot be found keeps Hugging Face's behaviour (all
       layers of one batch held until the forward pass ends).
@@ -97,6 +102,7 @@ class _Capture:
         self.layers = 0
         self.count = 0
         self.deliver: Callable[[int, Any], None] = lambda layer, probs: None
+        self.on_probed: Callable[[], None] = lambda: None
         self.handles = [m.register_forward_hook(self._probe_hook) for m in self.probes or []]
         self.kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
 
@@ -114,7 +120,13 @@ class _Capture:
         return out[:index] + (None,) + out[index + 1 :] if type(out) is tuple else None
 
     def _discover(self, ids: Any) -> None:
-        """First batch: run with every layer held, find the modules that emit them, hand them over."""
+        """Before the first batch: find the modules that emit the maps, on a short probe of one block.
+
+        The probe (the first :data:`PROBE_TOKENS` tokens of the first block) runs
+        with every layer's maps held, as Hugging Face returns them; its maps are
+        not delivered. So even the discovery holds only ``layers x heads x 16 x 16``
+        values, and every real batch goes through the hooks.
+        """
         import torch
 
         seen: dict[int, tuple[Any, int, Any]] = {}
@@ -145,17 +157,15 @@ class _Capture:
         seen.clear()
         self.sites, self.layers = sites, len(maps)
         self.handles += [m.register_forward_hook(self._strip_hook) for m in sites]
-        for layer, a in enumerate(maps):
-            self.deliver(layer, a)
 
     def run(self, ids: Any) -> None:
         """One forward pass over ``ids``; every layer's probabilities go to ``self.deliver`` in layer order."""
         import torch
 
-        self.count = 0
         if self.probes is None and self.sites is None:
-            self._discover(ids)
-            return
+            self._discover(ids[:1, :PROBE_TOKENS])
+            self.on_probed()  # the probe went through every module: observers that sum over tokens start again
+        self.count = 0
         out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=self.probes is None, **self.kwargs)
         if self.probes is None and not self.sites:  # plain mode: Hugging Face holds every layer until here
             maps = list(getattr(out, "attentions", None) or [])
@@ -175,11 +185,13 @@ class _Capture:
 
 
 def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[int, Any], None],
-                      on_batch: Callable[[int], None]) -> None:
+                      on_batch: Callable[[int], None], on_probed: Callable[[], None] | None = None) -> None:
     """Run ``model`` on each batch of input ids; ``on_layer(layer, probs)`` for every layer, then ``on_batch(size)``.
 
     ``probs`` has shape ``(batch, heads, n, n)``; layers come in order, each as soon
     as it has been computed where the model allows it (see :class:`_Capture`).
+    ``on_probed()`` is called after the short probe pass that a Hugging Face model
+    gets before its first batch (other hooks on the model saw that pass too).
 
     Raises
     ------
@@ -191,6 +203,8 @@ def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[in
 
     capture = _Capture(model)
     capture.deliver = on_layer
+    if on_probed is not None:
+        capture.on_probed = on_probed
     first = next(model.parameters()).device
     try:
         with torch.inference_mode():
@@ -202,7 +216,7 @@ def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[in
 
 
 def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_size: int = 8,
-               progress: Callable[[int], None] | None = None) -> AttentionSums:
+               progress: Callable[[int], None] | None = None, on_probed: Callable[[], None] | None = None) -> AttentionSums:
     """Streaming attention sums of ``layers`` over ``blocks`` ``(num_blocks, n)`` of token ids.
 
     Parameters
@@ -217,6 +231,9 @@ def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_s
         Blocks per forward pass.
     progress
         Called with the number of blocks done after each batch.
+    on_probed
+        Called after the probe pass that finds a Hugging Face model's attention
+        maps (:func:`attention_batches`): other forward hooks reset there.
 
     Raises
     ------
@@ -243,5 +260,5 @@ def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_s
         if progress is not None:
             progress(sums.blocks)
 
-    attention_batches(model, chunks, on_layer, on_batch)
+    attention_batches(model, chunks, on_layer, on_batch, on_probed)
     return sums

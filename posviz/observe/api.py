@@ -174,7 +174,8 @@ def attention(
     bands = RopeBands.attach(loaded.model, chosen)
     try:
         with count_progress(len(ids), "blocks") as update:
-            sums = accumulate(loaded.model, ids, chosen, batch_size=batch_size, progress=update if show_progress else None)
+            sums = accumulate(loaded.model, ids, chosen, batch_size=batch_size, progress=update if show_progress else None,
+                              on_probed=None if bands is None else bands.reset)
     finally:
         if bands is not None:
             bands.detach()

@@ -59,6 +59,11 @@ class RopeBands:
 
         return hook
 
+    def reset(self) -> None:
+        """Forget what the hooks have summed so far."""
+        self._sums.clear()
+        self._tokens.clear()
+
     def detach(self) -> None:
         """Remove the hooks."""
         for h in self._handles:

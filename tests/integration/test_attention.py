@@ -181,12 +181,19 @@ def test_statistics_match_dense_output_attentions(tmp_path, model_type):
     assert r.causal == causal
     from posviz.observe.accumulate import _Capture
 
-    capture, seen = _Capture(model), []
-    capture.deliver = lambda layer, probs: seen.append(layer)
+    capture, seen, running = _Capture(model), [], [False]
+    hooks = [model.register_forward_pre_hook(lambda *_: running.__setitem__(0, True)),
+             model.register_forward_hook(lambda *_: running.__setitem__(0, False))]
+    capture.deliver = lambda layer, probs: seen.append((layer, tuple(probs.shape), running[0]))
     with torch.inference_mode():
         capture.run(torch.as_tensor(ids[:2]))
         capture.run(torch.as_tensor(ids[:2]))
-    assert capture.sites and seen == [0, 1, 0, 1]  # after the first batch, each layer's maps are taken inside the pass
+    for h in hooks:
+        h.remove()
+    # every layer's maps, the first batch's included, are taken inside the forward pass (the short probe
+    # that finds where they come from delivers nothing), so no batch holds all layers' maps
+    heads = model.config.num_attention_heads if kind != "t5" else model.config.num_heads
+    assert capture.sites and seen == [(layer, (2, heads, N, N), True) for _ in range(2) for layer in (0, 1)]
     mask = support_mask(N, causal)
     for layer in (0, 1):
         blocks = maps[layer].double().numpy()  # (B, H, n, n)
