@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import time
+from functools import partial
 
 import torch
+from harness import autocast, device_label, device_sync, rotating_times
 
 SCHEMES = ("absolute", "tisa", "absolute+tisa", "tupe-a", "tupe-r")
 TARGETS = {"absolute": ("HF", 1.10), "tisa": ("absolute", 1.15), "absolute+tisa": ("absolute", 1.15),
@@ -54,18 +54,11 @@ def make_batch(args):
 
 
 def step(model, opt, ids, labels, args) -> None:
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-    device_type = "cuda" if args.device.startswith("cuda") else "cpu"
-    with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+    with autocast(args.device, args.precision):
         loss = model(input_ids=ids, labels=labels).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
-
-
-def sync(args) -> None:
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -88,21 +81,10 @@ def main() -> None:
     names = ["HF", *args.schemes]
     models = {n: build(n, args) for n in names}
     ids, labels = make_batch(args)
-    for n in names:
-        for _ in range(args.warmup):
-            step(*models[n], ids, labels, args)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
-        for n in order:
-            sync(args)
-            t = time.perf_counter()
-            for _ in range(args.steps):
-                step(*models[n], ids, labels, args)
-            sync(args)
-            times[n].append((time.perf_counter() - t) / args.steps)
+    times = rotating_times({n: partial(step, *models[n], ids, labels, args) for n in names}, rounds=args.rounds,
+                           per_round=args.steps, warmup=args.warmup, sync=device_sync(args.device))
     med = {n: statistics.median(v) for n, v in times.items()}
-    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} thread(s)"
+    device = device_label(args.device)
     print(f"size {args.size}, seq {args.seq_len}, batch {args.batch_size}, vocab {args.vocab_size}, {args.precision}, {device}; "
           f"{args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
     print("| model | median ms/step | min–max | × HF | × absolute | target | met |")

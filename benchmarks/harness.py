@@ -4,6 +4,10 @@ Each measured command runs in a fresh process under a tiny wrapper that reports
 the wall time and the peak resident memory of that process tree
 (``RUSAGE_CHILDREN``), so start-up, imports and I/O are all counted, as a user
 would experience them.
+
+The step benchmarks (training and fine-tuning steps) time callables in one
+process instead: :func:`rotating_times`, :func:`autocast` and :func:`device_label`.
+torch is imported only inside those, so the process benchmarks do not load it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,3 +119,72 @@ def posviz_cmd(*args: str) -> list[str]:
 
 def now() -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+
+
+def rotating_times(steps: dict[str, Callable[[], None]], rounds: int, per_round: int, warmup: int,
+                   sync: Callable[[], None] = lambda: None) -> dict[str, list[float]]:
+    """Seconds per step of each callable, one value per round.
+
+    Every callable first runs ``warmup`` times; then, in each round, each one runs
+    ``per_round`` times in a row, in an order rotated by one every round, so that drifts
+    in machine load hit all of them alike.
+
+    Parameters
+    ----------
+    steps
+        ``{name: step}``; a step takes no arguments and does one unit of work.
+    rounds
+        Timed rounds.
+    per_round
+        Steps timed together in each round (their mean is the round's value).
+    warmup
+        Untimed steps of each callable before the first round.
+    sync
+        Waits for queued device work (``torch.cuda.synchronize`` on a GPU), called
+        before and after each timed stretch.
+
+    Returns
+    -------
+    dict[str, list[float]]
+        ``{name: [seconds per step in round r for r in range(rounds)]}``, in the order of ``steps``.
+    """
+    names = list(steps)
+    for n in names:
+        for _ in range(warmup):
+            steps[n]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            sync()
+            t = time.perf_counter()
+            for _ in range(per_round):
+                steps[n]()
+            sync()
+            times[n].append((time.perf_counter() - t) / per_round)
+    return times
+
+
+def autocast(device: str, precision: str) -> AbstractContextManager:
+    """``torch.autocast`` for ``precision`` (``fp32``: disabled, ``bf16``, ``fp16``) on ``device`` (``cpu``, ``cuda[:N]``)."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+
+
+def device_sync(device: str) -> Callable[[], None]:
+    """A ``sync`` for :func:`rotating_times`: waits for the GPU's queued work on ``cuda``, nothing on the CPU."""
+    import torch
+
+    return torch.cuda.synchronize if device.startswith("cuda") else lambda: None
+
+
+def device_label(device: str) -> str:
+    """The device a step benchmark ran on, for its header: the GPU's name, or the CPU and torch's thread count."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name()
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} thread(s)"

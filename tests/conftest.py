@@ -257,6 +257,14 @@ def none_run(train_corpus, tmp_path_factory) -> Path:
     return train_run(tmp_path_factory.mktemp("runs") / "none", "none", train_corpus)
 
 
+@pytest.fixture(scope="module")
+def fine_tuned(absolute_run, tisa_run, tmp_path_factory) -> tuple[Path, Path]:
+    """Copies of the absolute and tisa runs with fine-tuning results (tests/finetune_results.py), one pair per module."""
+    from tests.finetune_results import fine_tuned_pair
+
+    return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
+
+
 @pytest.fixture
 def online(tmp_path, monkeypatch):
     """Hub access allowed for this test (whatever the calling environment says).

@@ -3,7 +3,8 @@
 ``posviz finetune`` produces these documents; the tests of what consumes them (the
 downstream panel of ``--plot-vs-glue``, the report's fine-tuning section) write them
 with :func:`posviz.finetune.results.write_document` into a copy of a shared run fixture,
-with values chosen here, so that every plotted number has a hand computation.
+with values chosen here, so that every plotted number has a hand computation. The
+``fine_tuned`` fixture (tests/conftest.py) is :func:`fine_tuned_pair` of the shared runs.
 """
 
 from __future__ import annotations

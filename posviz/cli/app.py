@@ -21,13 +21,10 @@ except ImportError:  # pragma: no cover
     from click import exceptions as _click_exc
 
 from posviz.cli import attention, finetune, heads, heatmap, report, toeplitzness, train, trajectory
+from posviz.cli.messages import INTERRUPTED, print_error
 from posviz.errors import PosvizError
 
 _state = {"debug": False}
-
-
-def _print_error(message: str) -> None:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
 
 
 class _Group(TyperGroup):
@@ -40,21 +37,21 @@ class _Group(TyperGroup):
         except PosvizError as e:
             if _state["debug"]:
                 raise
-            _print_error(str(e))
+            print_error(str(e))
             rv = e.exit_code
         except _click_exc.UsageError as e:
             cmd = e.ctx.command_path if e.ctx else "posviz"
             if e.format_message():  # empty when the help was just shown (a command run without arguments)
-                _print_error(f"{e.format_message()} (see `{cmd} --help`)")
+                print_error(f"{e.format_message()} (see `{cmd} --help`)")
             rv = 2
         except typer.Abort:  # typer's own; typer._click.exceptions has none
             rv = 130
         except _click_exc.ClickException as e:
-            _print_error(e.format_message())
+            print_error(e.format_message())
             rv = e.exit_code
         code = rv if isinstance(rv, int) else 0
         if code == 130:
-            _print_error("interrupted; no output was written")
+            print_error(INTERRUPTED)
         if standalone_mode:
             sys.exit(code)
         return code

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from posviz.cli.messages import report_error
 from posviz.cli.options import OutputFormat
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
@@ -86,7 +87,6 @@ def command(
 
     Example: posviz finetune runs/tisa-tiny-s0 --task builtin/bshift --seeds 0,1,2 --steps 300
     """
-    from posviz.cli.train import _report
     from posviz.finetune.api import finetune
     from posviz.train.processes import process_rank, training_processes
     from posviz.util.atomic import check_output_path
@@ -98,7 +98,7 @@ def command(
         kind = TEXT_EXTENSIONS[output.suffix.lower()] if fmt is OutputFormat.table else kind
     picked: str | list[int] | None = checkpoints if checkpoints in (None, "all") else _ints(checkpoints, "--checkpoints")
     main = process_rank() == 0
-    with training_processes(report=_report) as rank:  # every process leaves through it, on every path (train.processes)
+    with training_processes(report=report_error) as rank:  # every process leaves through it, on every path (train.processes)
         records = finetune(sources, tasks=task, seeds=_ints(seeds, "--seeds") or [0], checkpoints=picked, steps=steps,
                            epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, precision=precision.value,
                            train_size=train_size, dev_size=dev_size, corpus=corpus, out=out, resume=resume,

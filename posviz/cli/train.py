@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from posviz.cli.messages import report_error
+
 # Kept in sync with posviz.models.configuration_posviz.SCHEMES (that module imports transformers).
 Scheme = Enum("Scheme", {s: s for s in ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")}, type=str)
 
@@ -114,7 +116,7 @@ def command(
         "dropout": dropout, "train_fraction": train_fraction,
     }
     given = {k: v for k, v in given.items() if v is not None}
-    with training_processes(report=_report) as rank:  # every process, on every path, leaves through it (train.processes)
+    with training_processes(report=report_error) as rank:  # every process, on every path, leaves through it (train.processes)
         options = _options(given, out, resume)
         result = _train(options, resume, main=rank == 0)
     if rank != 0:  # under torchrun only the main process reports
@@ -177,17 +179,3 @@ def _train(options: Any, resume: bool, *, main: bool) -> Any:
     finally:
         if display:
             display.stop()
-
-
-def _report(error: BaseException) -> None:
-    """Report ``error`` as the CLI does (posviz.cli.app): one ``error:`` line, or a bug's traceback."""
-    import traceback
-
-    from posviz.errors import PosvizError
-
-    if isinstance(error, KeyboardInterrupt):
-        typer.echo("error: interrupted; no output was written", err=True)
-    elif isinstance(error, PosvizError):
-        typer.echo(f"error: {' '.join(str(error).split())}", err=True)
-    else:
-        traceback.print_exception(error)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,36 +59,52 @@ def _parse_revisions(text: str | None) -> list[str] | None:
     return None if text is None else [r.strip() for r in text.split(",")]
 
 
-def trajectory_table(rows: list[dict]) -> str:
-    """A plain text table: one line per checkpoint, grouped by series."""
-    from posviz.util.format import score
+def _grouped_table(rows: list[dict], columns: Sequence[tuple[str, int, Callable[[dict], Any]]], footnote: str) -> str:
+    """Plain text grouped by series: its name, the column heads, one line per row; the footnote last.
 
+    ``columns`` are ``(head, width, cell)``: ``cell(row)`` is right-aligned to ``width``.
+    """
     out = []
     for series in dict.fromkeys(r["series"] for r in rows):
         out.append(series)
-        out.append("  " + "  ".join(f"{label:>14}" for _, label in COLUMNS))
+        out.append("  " + "  ".join(f"{head:>{width}}" for head, width, _ in columns))
         for r in (r for r in rows if r["series"] == series):
-            cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in COLUMNS]
-            out.append("  " + "  ".join(f"{c:>14}" for c in cells))
-    out.append("R²: Toeplitzness of P = E_P E_Pᵀ, off-diagonal (main diagonal left out; the headline) and full; "
-               "null: exact mean over row permutations of E_P; excess = (R² − null)/(1 − null).")
+            out.append("  " + "  ".join(f"{cell(r):>{width}}" for _, width, cell in columns))
+    out.append(footnote)
     return "\n".join(out) + "\n"
+
+
+def _score_columns(columns: tuple[tuple[str, str], ...], width: int) -> list[tuple[str, int, Callable[[dict], Any]]]:
+    """``(key, head)`` columns as :func:`_grouped_table` columns: the step as is, scores by ``posviz.util.format.score``."""
+    from posviz.util.format import score
+
+    def cell(key: str) -> Callable[[dict], Any]:
+        return (lambda r: str(r["step"])) if key == "step" else (lambda r: score(r.get(key)))
+
+    return [(head, width, cell(key)) for key, head in columns]
+
+
+def trajectory_table(rows: list[dict]) -> str:
+    """A plain text table: one line per checkpoint, grouped by series."""
+    return _grouped_table(rows, _score_columns(COLUMNS, 14),
+                          "R²: Toeplitzness of P = E_P E_Pᵀ, off-diagonal (main diagonal left out; the headline) and full; "
+                          "null: exact mean over row permutations of E_P; excess = (R² − null)/(1 − null).")
+
+
+#: ``--measure bands`` columns: (head, width, cell).
+BAND_COLUMNS: tuple[tuple[str, int, Callable[[dict], Any]], ...] = (
+    ("step", 10, lambda r: r["step"]), ("layer", 5, lambda r: r["layer"]), ("heads", 5, lambda r: r["heads"]),
+    ("high-freq share", 17, lambda r: f"{r['high_share_mean']:.3f} ± {r['high_share_sd']:.3f}"),
+    ("w(k = −1)", 10, lambda r: f"{r['weight_prev_mean']:.3g}"), ("locality", 8, lambda r: f"{r['locality_median']:g}"),
+)
 
 
 def band_table(summary: list[dict]) -> str:
     """``--measure bands``: one line per checkpoint and layer, grouped by series."""
-    out = []
-    for series in dict.fromkeys(r["series"] for r in summary):
-        out.append(series)
-        out.append(f"  {'step':>10}  {'layer':>5}  {'heads':>5}  {'high-freq share':>17}  {'w(k = −1)':>10}  {'locality':>8}")
-        for r in (r for r in summary if r["series"] == series):
-            share = f"{r['high_share_mean']:.3f} ± {r['high_share_sd']:.3f}"
-            out.append(f"  {r['step']:>10}  {r['layer']:>5}  {r['heads']:>5}  {share:>17}  {r['weight_prev_mean']:>10.3g}"
-                       f"  {r['locality_median']:>8g}")
-    out.append("high-freq share: share of each head's band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| in the "
-               "high-frequency half of the RoPE bands (mean ± sd over heads); w(k = −1): mean softmax weight of the previous "
-               "token in the probe profile; locality: median width of the profile's peak (docs/definitions.md).")
-    return "\n".join(out) + "\n"
+    return _grouped_table(summary, BAND_COLUMNS,
+                          "high-freq share: share of each head's band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| in the "
+                          "high-frequency half of the RoPE bands (mean ± sd over heads); w(k = −1): mean softmax weight of the previous "
+                          "token in the probe profile; locality: median width of the profile's peak (docs/definitions.md).")
 
 
 ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
@@ -96,20 +113,11 @@ ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), 
 
 def attention_table(rows: list[dict]) -> str:
     """``--measure attention``: one line per checkpoint (means over heads), grouped by series."""
-    from posviz.util.format import score
-
-    out = []
-    for series in dict.fromkeys(r["series"] for r in rows):
-        out.append(series)
-        out.append("  " + "  ".join(f"{label:>12}" for _, label in ATTENTION_COLUMNS))
-        for r in (r for r in rows if r["series"] == series):
-            cells = [str(r["step"]) if key == "step" else score(r.get(key)) for key, _ in ATTENTION_COLUMNS]
-            out.append("  " + "  ".join(f"{c:>12}" for c in cells))
     r0 = rows[0]
-    out.append(f"Means over {r0['heads']} heads (layers {r0['layers']}) of posviz attention on the same {r0['blocks']} blocks "
-               f"of {r0['positions']} tokens from {r0['corpus']}: Toeplitzness of each head's mean attention (off-diagonal R²), "
-               "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
-    return "\n".join(out) + "\n"
+    return _grouped_table(rows, _score_columns(ATTENTION_COLUMNS, 12),
+                          f"Means over {r0['heads']} heads (layers {r0['layers']}) of posviz attention on the same {r0['blocks']} blocks "
+                          f"of {r0['positions']} tokens from {r0['corpus']}: Toeplitzness of each head's mean attention (off-diagonal R²), "
+                          "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
 
 
 def command(

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from tests.finetune_results import ABSOLUTE, fine_tuned_pair, mean_of_medians, write_results
+from tests.finetune_results import ABSOLUTE, mean_of_medians, write_results
 from tests.reference import dense_toeplitzness
 
 runner = CliRunner()
@@ -27,12 +27,6 @@ TASKS = ["builtin/bshift", "builtin/topic"]
 
 def _log(run) -> list[dict]:
     return json.loads((run / "trajectory.json").read_text())["evaluations"]
-
-
-@pytest.fixture(scope="module")
-def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
-    """Copies of the shared run fixtures with fine-tuning results (tests/finetune_results.py)."""
-    return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
 
 
 def _by_gid(fig, gid: str):

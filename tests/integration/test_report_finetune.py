@@ -17,16 +17,10 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from tests.checkpoint_factory import isolate_hf_cache
-from tests.finetune_results import ABSOLUTE, TISA, fine_tuned_pair, mean_of_medians, task_score
+from tests.finetune_results import ABSOLUTE, TISA, mean_of_medians, task_score
 from tests.reference import pdf_outline
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def fine_tuned(absolute_run, tisa_run, tmp_path_factory):
-    """Copies of the shared run fixtures with fine-tuning results (tests/finetune_results.py)."""
-    return fine_tuned_pair(absolute_run, tisa_run, tmp_path_factory.mktemp("fine-tuned"))
 
 
 def _by_gid(fig, gid: str):
