@@ -95,9 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: posviz train's for the size)")
     p.add_argument("--vocab-size", type=int, default=4000, help="vocabulary of the trained tokenizer (default: 4000)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="as posviz train's")
-    p.add_argument("--tasks", nargs="+", default=["builtin/shuffled", "builtin/replaced"],
+    p.add_argument("--tasks", nargs="+", default=["builtin/shuffled", "builtin/bshift", "builtin/replaced"],
                    help="fine-tuning tasks, the word-order probe first (default: %(default)s)")
-    p.add_argument("--finetune-seeds", type=int, nargs="+", default=[0], help="fine-tuning seeds per run (default: 0)")
+    p.add_argument("--finetune-seeds", type=int, nargs="+", default=[0, 1, 2], help="fine-tuning seeds per run (default: 0 1 2)")
     p.add_argument("--finetune-steps", type=int, default=1000, help="fine-tuning steps (default: 1000)")
     p.add_argument("--finetune-lr", type=float, default=5e-4, help="fine-tuning peak learning rate (default: 5e-4)")
     p.add_argument("--train-size", type=int, default=30000, help="fine-tuning examples at most (default: 30000)")
@@ -147,7 +147,7 @@ def has_results(args: argparse.Namespace, config: Config, seed: int) -> bool:
 
     done = {(r["step"], r["task"], r["seed"]) for r in load_results(args.results / "runs" / run_name(config, seed))}
     owed = {(args.steps, t, s) for t in args.tasks for s in args.finetune_seeds}
-    owed |= {(step, args.tasks[0], 0) for step in finetune_steps(args, config) if step != args.steps}
+    owed |= {(step, args.tasks[0], s) for step in finetune_steps(args, config) if step != args.steps for s in args.finetune_seeds}
     return owed <= done
 
 
@@ -180,8 +180,8 @@ def finetune_one(args: argparse.Namespace, config: Config, run: Path) -> None:
     posviz.finetune([str(run)], tasks=args.tasks, seeds=args.finetune_seeds, checkpoints=[args.steps], resume=True, **common)
     along = [s for s in finetune_steps(args, config) if s != args.steps]
     if along:
-        _say(f"{run.name}: fine-tuning along pre-training, steps {along}, {args.tasks[0]}, seed 0")
-        posviz.finetune([str(run)], tasks=args.tasks[:1], seeds=[0], checkpoints=along, resume=True, **common)
+        _say(f"{run.name}: fine-tuning along pre-training, steps {along}, {args.tasks[0]}, seeds {args.finetune_seeds}")
+        posviz.finetune([str(run)], tasks=args.tasks[:1], seeds=args.finetune_seeds, checkpoints=along, resume=True, **common)
 
 
 def keep_results(args: argparse.Namespace, run: Path) -> Path:

@@ -27,10 +27,11 @@ def test_pipeline_keeps_results_and_resumes_from_them(tmp_path):
     assert not (tmp_path / "runs" / "a-baseline-s0").exists()
     assert sorted(p.name for p in kept.iterdir()) == ["finetune", "run.json", "trajectory.csv", "trajectory.json"]
     files = sorted(str(p.relative_to(kept / "finetune")) for p in (kept / "finetune").rglob("*.json"))
-    # the last checkpoint on both tasks, the curve checkpoint (step 2) on the word-order probe only
-    assert files == ["step-2/builtin-shuffled.json", "step-4/builtin-replaced.json", "step-4/builtin-shuffled.json"]
+    # the last checkpoint on every task, the curve checkpoint (step 2) on the first word-order probe only
+    assert files == ["step-2/builtin-shuffled.json", "step-4/builtin-bshift.json", "step-4/builtin-replaced.json",
+                     "step-4/builtin-shuffled.json"]
     rows = json.loads((tmp_path / "results" / "table3.json").read_text())
-    assert {r["task"] for r in rows} == {"builtin/shuffled", "builtin/replaced", "average"}
+    assert {r["task"] for r in rows} == {"builtin/shuffled", "builtin/bshift", "builtin/replaced", "average"}
     by_step = json.loads((tmp_path / "results" / "score-by-step.json").read_text())
     assert sorted({r["step"] for r in by_step}) == [2, 4]
     settings = json.loads((tmp_path / "results" / "experiment.json").read_text())
