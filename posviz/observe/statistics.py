@@ -26,6 +26,7 @@ definition restricted to the support (:func:`masked_toeplitzness`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,12 +65,21 @@ def support_mask(n: int, causal: bool) -> np.ndarray:
     return np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
 
 
+@lru_cache(maxsize=8)
+def _offset_index(n: int) -> np.ndarray:
+    """``(n * n,)``: the offset index ``j - i + n - 1`` of every entry of a row-major ``n x n`` matrix."""
+    index = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1).ravel()
+    index.setflags(write=False)
+    return index
+
+
 def diagonal_sums(x: np.ndarray) -> np.ndarray:
     """Sums of ``(..., n, n)`` along each offset ``k = j - i``: ``(..., 2n - 1)``, index ``k + n - 1``."""
     n = x.shape[-1]
-    index = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1).ravel()
     flat = x.reshape(-1, n * n)
-    out = np.stack([np.bincount(index, weights=row, minlength=2 * n - 1) for row in flat])
+    # one bincount for every matrix: matrix r's offsets are shifted to r * (2n - 1) + offset
+    index = (np.arange(flat.shape[0])[:, None] * (2 * n - 1) + _offset_index(n)[None, :]).ravel()
+    out = np.bincount(index, weights=flat.ravel(), minlength=flat.shape[0] * (2 * n - 1))
     return out.reshape(*x.shape[:-2], 2 * n - 1)
 
 
