@@ -109,6 +109,39 @@ def masked_toeplitzness(matrix: np.ndarray, mask: np.ndarray) -> float:
     return 1.0 if tot <= 1e-300 else 1.0 - resid / tot
 
 
+def _standard_support(mask: np.ndarray) -> tuple[bool, bool] | None:
+    """``(causal, exclude_diagonal)`` when ``mask`` is one of the four supports of :func:`_support`, else ``None``."""
+    n = mask.shape[-1]
+    for causal in (False, True):
+        for exclude in (False, True):
+            if np.array_equal(mask, _support(n, causal, exclude)):
+                return causal, exclude
+    return None
+
+
+def row_diagonal_sums(row_values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``diagonal_sums(np.where(mask, row_values[:, None], 0))``: per offset, the sum of ``row_values`` over its rows.
+
+    For the standard supports (all entries or ``j <= i``, with or without the
+    diagonal) the rows of offset ``k`` are one contiguous range, so prefix sums give
+    every offset in O(n) instead of O(n**2).
+    """
+    kind = _standard_support(mask)
+    if kind is None:
+        return diagonal_sums(np.where(mask, row_values[:, None], 0.0))
+    causal, exclude = kind
+    n = row_values.shape[0]
+    prefix = np.concatenate([[0.0], np.cumsum(row_values, dtype=float)])
+    k = np.arange(-(n - 1), n)
+    lo, hi = np.maximum(0, -k), np.minimum(n, n - k)  # rows i with 0 <= i + k < n
+    out = prefix[hi] - prefix[lo]
+    if causal:
+        out[k > 0] = 0.0
+    if exclude:
+        out[n - 1] = 0.0
+    return out
+
+
 def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndarray, scale: float) -> float:
     """``sum_k E[S_k**2] / (scale * c_k)`` when each row puts one independent draw on each diagonal it meets.
 
@@ -116,9 +149,9 @@ def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndar
     with mean ``row_mean[i]`` and variance ``row_var[i]``; so ``E[S_k**2]`` is the
     sum of the variances plus the square of the summed means.
     """
-    counts = diagonal_sums(mask.astype(float))
-    m = diagonal_sums(np.where(mask, row_mean[:, None], 0.0))
-    v = diagonal_sums(np.where(mask, row_var[:, None], 0.0))
+    counts = row_diagonal_sums(np.ones(mask.shape[0]), mask)
+    m = row_diagonal_sums(row_mean, mask)
+    v = row_diagonal_sums(row_var, mask)
     ok = counts > 0
     return float(((v[ok] + m[ok] ** 2) / (scale * counts[ok])).sum())
 

@@ -13,6 +13,7 @@ from posviz.observe.statistics import (
     layer_statistics,
     masked_toeplitzness,
     positional_share,
+    row_diagonal_sums,
     support_mask,
     toeplitz_null_mean,
 )
@@ -132,3 +133,18 @@ def test_layer_statistics_of_a_previous_token_pattern():
         assert s.null_mean_offdiag[0] < 0.2
         assert s.sink_mass[0] == pytest.approx(1 / (n - 1))
         assert np.isnan(s.profiles[0, n:]).all() == causal
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("exclude_diagonal", [False, True])
+def test_row_diagonal_sums_match_the_dense_sums(causal, exclude_diagonal):
+    """The O(n) prefix-sum path for the standard supports, and the dense fallback for any other mask."""
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7):
+        values = rng.random(n)
+        mask = support_mask(n, causal) & ~(np.eye(n, dtype=bool) if exclude_diagonal else np.zeros((n, n), dtype=bool))
+        want = diagonal_sums(np.where(mask, values[:, None], 0.0))
+        np.testing.assert_allclose(row_diagonal_sums(values, mask), want, rtol=1e-12, atol=1e-12)
+    odd = rng.random((6, 6)) < 0.5  # not a standard support: the dense path
+    values = rng.random(6)
+    np.testing.assert_allclose(row_diagonal_sums(values, odd), diagonal_sums(np.where(odd, values[:, None], 0.0)), atol=1e-12)
