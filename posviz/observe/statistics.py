@@ -25,6 +25,7 @@ definition restricted to the support (:func:`masked_toeplitzness`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -119,27 +120,37 @@ def _standard_support(mask: np.ndarray) -> tuple[bool, bool] | None:
     return None
 
 
-def row_diagonal_sums(row_values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``diagonal_sums(np.where(mask, row_values[:, None], 0))``: per offset, the sum of ``row_values`` over its rows.
+def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A function ``values -> diagonal_sums(np.where(mask, values[:, None], 0))``, classified once per mask.
 
     For the standard supports (all entries or ``j <= i``, with or without the
     diagonal) the rows of offset ``k`` are one contiguous range, so prefix sums give
-    every offset in O(n) instead of O(n**2).
+    every offset in O(n) instead of O(n**2); any other mask takes the dense sums.
     """
     kind = _standard_support(mask)
     if kind is None:
-        return diagonal_sums(np.where(mask, row_values[:, None], 0.0))
+        return lambda values: diagonal_sums(np.where(mask, values[:, None], 0.0))
     causal, exclude = kind
-    n = row_values.shape[0]
-    prefix = np.concatenate([[0.0], np.cumsum(row_values, dtype=float)])
+    n = mask.shape[-1]
     k = np.arange(-(n - 1), n)
     lo, hi = np.maximum(0, -k), np.minimum(n, n - k)  # rows i with 0 <= i + k < n
-    out = prefix[hi] - prefix[lo]
-    if causal:
-        out[k > 0] = 0.0
+    dropped = (k > 0) if causal else np.zeros(k.shape, dtype=bool)
     if exclude:
-        out[n - 1] = 0.0
-    return out
+        dropped = dropped | (k == 0)
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        prefix = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
+        return np.where(dropped, 0.0, prefix[hi] - prefix[lo])
+
+    return sums
+
+
+def row_diagonal_sums(row_values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``diagonal_sums(np.where(mask, row_values[:, None], 0))``: per offset, the sum of ``row_values`` over its rows.
+
+    O(n) for the standard supports (:func:`_row_summer`).
+    """
+    return _row_summer(mask)(row_values)
 
 
 def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndarray, scale: float) -> float:
@@ -149,9 +160,8 @@ def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndar
     with mean ``row_mean[i]`` and variance ``row_var[i]``; so ``E[S_k**2]`` is the
     sum of the variances plus the square of the summed means.
     """
-    counts = row_diagonal_sums(np.ones(mask.shape[0]), mask)
-    m = row_diagonal_sums(row_mean, mask)
-    v = row_diagonal_sums(row_var, mask)
+    sums = _row_summer(mask)  # the mask is classified once for the three sums
+    counts, m, v = sums(np.ones(mask.shape[0])), sums(row_mean), sums(row_var)
     ok = counts > 0
     return float(((v[ok] + m[ok] ** 2) / (scale * counts[ok])).sum())
 
