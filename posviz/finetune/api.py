@@ -159,8 +159,11 @@ def finetune(
     quiet_transformers()
     records: list[dict[str, Any]] = []
     for target in targets:
-        length = _checked_config(target, settings)
-        tokenizer = _tokenizer(target)
+        try:  # the same checks in every process again: one report
+            length = _checked_config(target, settings)
+            tokenizer = _tokenizer(target)
+        except PosvizError as e:
+            raise every_process(e) from None
         if 0 < tokenizer.model_max_length < length:
             length = tokenizer.model_max_length
         for spec in tasks:
@@ -176,8 +179,11 @@ def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: lis
 
     builtin = spec.startswith("builtin/")  # only built-in tasks read a corpus: it is a setting of theirs alone
     corpus = list(settings.corpus or target.corpus or ()) or None if builtin else None
-    data = load_task(spec, train_size=settings.train_size, dev_size=settings.dev_size, corpus=corpus,
-                     fits=lambda text: len(tokenizer(text, truncation=False)["input_ids"]) <= length)
+    try:  # a bad file, column or split: every process finds it alike
+        data = load_task(spec, train_size=settings.train_size, dev_size=settings.dev_size, corpus=corpus,
+                         fits=lambda text: len(tokenizer(text, truncation=False)["input_ids"]) <= length)
+    except PosvizError as e:
+        raise every_process(e) from None
     path = results_path(target.root, spec, target.step)
     args = world(settings, target.root)
     recorded = {**settings.to_json(), "corpus": corpus, "max_length": length, "world_size": args.world_size,
