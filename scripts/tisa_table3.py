@@ -165,7 +165,8 @@ def pretrain_one(args: argparse.Namespace, config: Config, seed: int) -> Path:
         vocab_size=args.vocab_size, precision=args.precision, tisa_kernels=config.kernels,
         keep=args.steps // args.eval_every + 1,  # every checkpoint: the fine-tuning curve along pre-training needs them
     )
-    _say(f"{run.name}: {'resuming' if resume else 'pre-training'} ({config.scheme}, S={config.kernels})")
+    kernels = f", S={config.kernels}" if "tisa" in config.scheme else ""  # the other schemes ignore tisa_kernels
+    _say(f"{run.name}: {'resuming' if resume else 'pre-training'} ({config.scheme}{kernels})")
     result = train(options, resume=resume)
     _say(f"{run.name}: {result.steps_run} steps in {result.seconds:.0f} s")
     return run
