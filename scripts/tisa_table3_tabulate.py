@@ -11,7 +11,9 @@ written by ``posviz finetune``) and writes, atomically, into the results folder:
 * ``tupe.md`` / ``.csv`` / ``.json``: TUPE-A against the absolute baseline, in the same layout;
 * ``score-by-step.csv`` / ``.json`` and ``score-by-step.png``: the mean task score against the
   pre-training step for the runs fine-tuned along pre-training (absolute and TUPE-A),
-  mean and min–max over pre-training seeds (:func:`posviz.compare.finetune.score_by_step`).
+  mean and min–max over pre-training seeds (:func:`posviz.compare.finetune.score_by_step`);
+* ``figure2.csv`` / ``.json`` and ``figure2.png``: TISA's Figure 2 with these runs, the
+  Toeplitzness of E_P against the mean downstream score (``tisa_table3_figure2``).
 
 Usage: ``python scripts/tisa_table3_tabulate.py [--out runs/tisa-table3] [--results reports/tisa-table3]``
 (``scripts/tisa_table3.py`` calls :func:`tabulate` after fine-tuning). Run labels are the
@@ -34,6 +36,9 @@ ARMS = {"a": ["a-baseline", "a-S1", "a-S3", "a-S5"], "b": ["b-baseline", "b-S1",
 TUPE_ARMS = {"tupe": ["a-baseline", "tupe-A"]}
 TUPE_COLUMNS = ("absolute", "TUPE-A")
 _RUN = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling tisa_table3_figure2, however this is loaded
+
+from tisa_table3_figure2 import figure2  # noqa: E402
 
 
 def runs_by_config(out: Path) -> dict[str, list[Path]]:
@@ -100,6 +105,11 @@ def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[
         _write_rows(results / "score-by-step", [{**r, "values": json.dumps(r["values"])} for r in by_step])
         save_figure(plot_score_by_step(by_step), results / "score-by-step.png")
         written += [results / f"score-by-step{ext}" for ext in (".csv", ".json", ".png")]
+    rows, fig = figure2(runs, curve)
+    if fig is not None:
+        _write_rows(results / "figure2", rows)
+        save_figure(fig, results / "figure2.png")
+        written += [results / f"figure2{ext}" for ext in (".csv", ".json", ".png")]
     return written
 
 

@@ -34,6 +34,9 @@ def test_pipeline_keeps_results_and_resumes_from_them(tmp_path):
     assert {r["task"] for r in rows} == {"builtin/shuffled", "builtin/bshift", "builtin/replaced", "average"}
     by_step = json.loads((tmp_path / "results" / "score-by-step.json").read_text())
     assert sorted({r["step"] for r in by_step}) == [2, 4]
+    figure2 = json.loads((tmp_path / "results" / "figure2.json").read_text())  # x from the kept log of the run's last step
+    log = {r["step"]: r for r in json.loads((kept / "trajectory.json").read_text())["evaluations"]}
+    assert [(r["run"], r["step"], r["toeplitzness_ep"]) for r in figure2] == [("a-baseline-s0", 4, log[4]["toeplitzness_ep_offdiag"])]
     settings = json.loads((tmp_path / "results" / "experiment.json").read_text())
     assert settings["steps"] == 4 and settings["finetune_steps"] == 2
 

@@ -46,7 +46,8 @@ def test_tables_and_curve_from_run_folders(script, tmp_path):
 
     written = script.tabulate(runs, results)
     assert {p.name for p in written} == {"table3.csv", "table3.json", "table3.md", "table3.png", "tupe.csv", "tupe.json",
-                                         "tupe.md", "score-by-step.csv", "score-by-step.json", "score-by-step.png"}
+                                         "tupe.md", "score-by-step.csv", "score-by-step.json", "score-by-step.png",
+                                         "figure2.csv", "figure2.json", "figure2.png"}
     rows = json.loads((results / "table3.json").read_text())
     bshift = next(r for r in rows if r["task"] == "builtin/bshift")
     assert (bshift["baseline"], bshift["baseline min"], bshift["baseline max"], bshift["baseline n"]) == (60, 50, 70, 3)
@@ -66,3 +67,47 @@ def test_no_results_is_one_error_line(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "none"), "--results", str(tmp_path / "r")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 2 and r.stderr.startswith("error: no fine-tuning results under") and not (tmp_path / "r").exists()
+
+
+def log(run: Path, scheme: str, evaluations: list[dict]) -> None:
+    """A training log as ``posviz train`` writes it (the fields Figure 2 reads; the full R² beside the off-diagonal one)."""
+    for r in evaluations:
+        if "toeplitzness_ep_offdiag" in r:
+            r["toeplitzness_ep"] = r["toeplitzness_ep_offdiag"] + 0.01
+    (run / "trajectory.json").write_text(json.dumps({"run": {"scheme": scheme}, "evaluations": evaluations}))
+
+
+def test_figure2_rows_and_paths_from_the_logs(script, tmp_path):
+    out, results = tmp_path / "runs", tmp_path / "results"
+    base, s3, tisa, bare = out / "a-baseline-s0", out / "a-S3-s0", out / "b-S1-s0", out / "a-S3-s1"
+    write(base, 50, "builtin/shuffled", [70.0, 50.0, 74.0])  # median 70
+    write(base, 100, "builtin/shuffled", [50.0, 51.0, 72.0])  # median 51
+    write(base, 100, "builtin/replaced", [64.0])
+    log(base, "absolute", [{"step": 0, "toeplitzness_ep_offdiag": 0.03},
+                           {"step": 50, "toeplitzness_ep_offdiag": 0.1, "null_ep_offdiag": 0.02, "eval_accuracy": 0.1},
+                           {"step": 100, "toeplitzness_ep_offdiag": 0.35, "null_ep_offdiag": 0.03, "eval_accuracy": 0.13,
+                            "toeplitzness_heads_offdiag_mean": 0.07}])
+    write(s3, 100, "builtin/shuffled", [93.0])
+    write(s3, 100, "builtin/replaced", [68.0])
+    log(s3, "absolute+tisa", [{"step": 100, "toeplitzness_ep_offdiag": 0.46, "null_ep_offdiag": 0.028}])
+    write(tisa, 100, "builtin/shuffled", [83.0])
+    log(tisa, "tisa", [{"step": 100, "toeplitzness_heads_offdiag_mean": 1.0}])
+    write(bare, 100, "builtin/shuffled", [90.0])  # no log: scores only, not on the figure
+
+    rows, fig = script.figure2(script.runs_by_config(out), ["a-baseline"])
+    by_run = {r["run"]: r for r in rows}
+    assert sorted(by_run) == ["a-S3-s0", "a-S3-s1", "a-baseline-s0", "b-S1-s0"]
+    b = by_run["a-baseline-s0"]  # the last fine-tuned step, its log line, the mean of the task medians
+    assert (b["step"], b["toeplitzness_ep"], b["null_ep"], b["mlm_accuracy"], b["toeplitzness_heads_mean"]) == (100, 0.35, 0.03, 0.13, 0.07)
+    assert (b["score builtin/shuffled"], b["score builtin/replaced"], b["mean_score"], b["tasks"]) == (51.0, 64.0, 57.5, 2)
+    assert by_run["b-S1-s0"]["toeplitzness_ep"] is None and by_run["b-S1-s0"]["toeplitzness_heads_mean"] == 1.0
+    assert by_run["a-S3-s1"]["toeplitzness_ep"] is None and by_run["a-S3-s1"]["mean_score"] == 90.0
+
+    left, right = fig.axes[:2]
+    points = {a.get_gid(): a.get_offsets().tolist() for a in left.collections if a.get_gid() and a.get_gid().startswith("runs:")}
+    assert points == {"runs:a-baseline": [[0.35, 57.5]], "runs:a-S3": [[0.46, 80.5]]}  # runs with E_P and a log only
+    band = next(p for p in left.patches if p.get_gid() == "null-band")
+    assert band.get_x() == pytest.approx(0.028) and band.get_width() == pytest.approx(0.002)
+    path = next(line for line in right.lines if line.get_gid() == "downstream:a-baseline-s0 (absolute; 1 task)")
+    assert path.get_xydata().tolist() == [[0.1, 70.0], [0.35, 51.0]]  # shuffled alone: the task of every fine-tuned step
+    assert right.get_ylabel().startswith("Score on builtin/shuffled (%)")
