@@ -8,10 +8,8 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import OutputFormat
+from posviz.cli.options import TEXT_EXTENSIONS, OutputFormat
 from posviz.util.tables import emit, to_csv, to_json
-
-TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
 
 class Device(str, Enum):

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from posviz.cli.messages import report_error
-from posviz.cli.options import OutputFormat
-
-TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
-
-
-class Precision(str, Enum):
-    auto = "auto"
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
+from posviz.cli.options import TEXT_EXTENSIONS, OutputFormat, Precision
 
 
 def _ints(text: str | None, option: str) -> list[int] | None:

@@ -13,6 +13,19 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+#: Text outputs by extension (``-o FILE``): the format each one is written in.
+TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
+
+
+class Precision(str, Enum):
+    """Training precision of ``posviz train`` and ``posviz finetune`` (see :func:`posviz.train.options.precision_flags`)."""
+
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
 class Normalize(str, Enum):
     none = "none"
     cosine = "cosine"

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from posviz.cli.messages import report_error
+from posviz.cli.options import Precision
 
 # Kept in sync with posviz.models.configuration_posviz.SCHEMES (that module imports transformers).
 Scheme = Enum("Scheme", {s: s for s in ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")}, type=str)
@@ -18,13 +19,6 @@ class Size(str, Enum):
     tiny = "tiny"
     small = "small"
     base = "base"
-
-
-class Precision(str, Enum):
-    auto = "auto"
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
 
 
 class _Display:

@@ -9,10 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Normalize, OutputFormat
+from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, TEXT_EXTENSIONS, Normalize, OutputFormat
 from posviz.util.tables import emit, to_csv, to_json
-
-TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
 
 class Measure(str, Enum):

@@ -78,7 +78,7 @@ def log(run: Path, scheme: str, evaluations: list[dict]) -> None:
 
 
 def test_figure2_rows_and_paths_from_the_logs(script, tmp_path):
-    out, results = tmp_path / "runs", tmp_path / "results"
+    out = tmp_path / "runs"
     base, s3, tisa, bare = out / "a-baseline-s0", out / "a-S3-s0", out / "b-S1-s0", out / "a-S3-s1"
     write(base, 50, "builtin/shuffled", [70.0, 50.0, 74.0])  # median 70
     write(base, 100, "builtin/shuffled", [50.0, 51.0, 72.0])  # median 51
