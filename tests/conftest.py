@@ -266,6 +266,26 @@ def fine_tuned(absolute_run, tisa_run, tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture
+def fruit_csv(tmp_path) -> Path:
+    """A ``csv:`` task file of 60 rows: the label says whether the text names a fruit (learnable from the bag of words)."""
+    import csv
+    import random
+
+    rng = random.Random(0)
+    words = "the function returns a value from list of names and the default object".split()
+    path = tmp_path / "fruit.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        for i in range(60):
+            text = [rng.choice(words) for _ in range(8)]
+            if i % 2:
+                text[rng.randrange(8)] = "apple"
+            w.writerow([" ".join(text), "fruit" if i % 2 else "plain"])
+    return path
+
+
+@pytest.fixture
 def online(tmp_path, monkeypatch):
     """Hub access allowed for this test (whatever the calling environment says).
 

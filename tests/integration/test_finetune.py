@@ -27,25 +27,6 @@ def _copy(run, tmp_path, name="run"):
     return shutil.copytree(run, tmp_path / name)
 
 
-@pytest.fixture
-def fruit_csv(tmp_path):
-    """60 rows: the label says whether the text names a fruit (learnable from the bag of words)."""
-    import random
-
-    rng = random.Random(0)
-    words = "the function returns a value from list of names and the default object".split()
-    path = tmp_path / "fruit.csv"
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "label"])
-        for i in range(60):
-            text = [rng.choice(words) for _ in range(8)]
-            if i % 2:
-                text[rng.randrange(8)] = "apple"
-            w.writerow([" ".join(text), "fruit" if i % 2 else "plain"])
-    return path
-
-
 def test_json_records_medians_and_reuse(absolute_run, fruit_csv, tmp_path):
     run = _copy(absolute_run, tmp_path)
     args = ["finetune", str(run), "--task", f"csv:{fruit_csv}", "--seeds", "0,1", "--format", "json", *FAST]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 import shutil
 
 import pytest
@@ -15,23 +13,6 @@ from posviz.finetune.results import results_path
 from tests.integration.test_train_processes import torchrun
 
 FAST = ("--steps", "4", "--batch-size", "8", "--lr", "1e-3")
-
-
-@pytest.fixture
-def fruit_csv(tmp_path):
-    """60 rows: the label says whether the text names a fruit."""
-    rng = random.Random(0)
-    words = "the function returns a value from list of names and the default object".split()
-    path = tmp_path / "fruit.csv"
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "label"])
-        for i in range(60):
-            text = [rng.choice(words) for _ in range(8)]
-            if i % 2:
-                text[rng.randrange(8)] = "apple"
-            w.writerow([" ".join(text), "fruit" if i % 2 else "plain"])
-    return path
 
 
 @pytest.mark.slow
