@@ -180,10 +180,11 @@ def attention(
         if bands is not None:
             bands.detach()
     causal = sums.causal()
-    stats = {layer: layer_statistics(sums.layer(layer), causal) for layer in chosen}
+    per_layer = {layer: sums.layer(layer) for layer in chosen}  # numpy views of the sums, made once per layer
+    stats = {layer: layer_statistics(per_layer[layer], causal) for layer in chosen}
     return AttentionResult(
         model=loaded.label, layers=chosen, heads=int(stats[chosen[0]].toeplitzness.shape[0]), seq_len=seq_len,
         blocks=sums.blocks, causal=causal, layout=layout, corpus=corpus_label, stats=stats,
-        means={layer: sums.layer(layer).mean for layer in chosen},
+        means={layer: per_layer[layer].mean for layer in chosen},
         rope_bands=None if bands is None else bands.means(),
     )
