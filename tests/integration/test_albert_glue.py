@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from posviz.cli.app import app
 from posviz.plots.scatter import plot_toeplitzness_vs_metric
 from tests.albert_planted import AVERAGE, RACE, SIZES, SQUAD1, WEIGHTS, D, N, hub_id
+from tests.figures import by_gid
 
 runner = CliRunner()
 
@@ -94,12 +95,6 @@ def test_cli_metric_option(albert_cache, tmp_path):
     assert {(r["size"], r["version"]): r["metric_value"] for r in rows} == RACE
 
 
-def _by_gid(fig, gid: str):
-    hits = fig.findobj(lambda a: a.get_gid() == gid)
-    assert len(hits) == 1, (gid, hits)
-    return hits[0]
-
-
 def test_arrows_point_from_v1_to_v2(albert_cache, planted):
     from posviz.batch.cache import ScoreSettings
     from posviz.compare.albert import toeplitzness_vs_performance
@@ -107,7 +102,7 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), exclude_diagonal=False, progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
     for size in SIZES:
-        arrow = _by_gid(fig, f"arrow:{size}")
+        arrow = by_gid(fig, f"arrow:{size}")
         (x_tail, y_tail), (x_head, y_head) = arrow.xyann, arrow.xy
         v1, v2 = planted[(size, "v1")], planted[(size, "v2")]
         assert (x_tail, y_tail) == pytest.approx((v1.full, AVERAGE[(size, "v1")]), rel=1e-9, abs=1e-9)
@@ -115,9 +110,9 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
         # Direction follows the planted data: xxlarge v2 was planted less Toeplitz than v1.
         assert (x_head > x_tail) is (WEIGHTS[(size, "v2")] > WEIGHTS[(size, "v1")])
         for version, p in (("v1", v1), ("v2", v2)):
-            point = _by_gid(fig, f"point:{size} {version}")
+            point = by_gid(fig, f"point:{size} {version}")
             assert point.get_xydata()[0] == pytest.approx((p.full, AVERAGE[(size, version)]))
-            assert _by_gid(fig, f"label:{size} {version}").get_text() == f"{size} {version}"
+            assert by_gid(fig, f"label:{size} {version}").get_text() == f"{size} {version}"
     assert {a["size"] for a in cmp.arrows()} == set(SIZES)
 
 
@@ -128,7 +123,7 @@ def test_the_offdiagonal_headline_is_plotted_by_default(albert_cache, planted):
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), progress_label=None)
     assert cmp.variant == "exclude_diagonal"
     fig = plot_toeplitzness_vs_metric(cmp)
-    x = _by_gid(fig, "point:base v2").get_xydata()[0][0]
+    x = by_gid(fig, "point:base v2").get_xydata()[0][0]
     assert x == pytest.approx(planted[("base", "v2")].offdiag, rel=1e-9, abs=1e-9)
     assert "off-diagonal" in fig.axes[0].get_title()
 
@@ -176,7 +171,7 @@ def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
         bb = t.get_window_extent(renderer)
         assert bb.x0 >= box.x0 - 1 and bb.y0 >= box.y0 - 1 and bb.x1 <= box.x1 + 1 and bb.y1 <= box.y1 + 1, t.get_text()
     for key in WEIGHTS:  # point labels stay inside the axes too
-        bb = _by_gid(fig, f"label:{key[0]} {key[1]}").get_window_extent(renderer)
+        bb = by_gid(fig, f"label:{key[0]} {key[1]}").get_window_extent(renderer)
         assert ax.bbox.x0 <= bb.x0 and bb.x1 <= ax.bbox.x1 and ax.bbox.y0 <= bb.y0 and bb.y1 <= ax.bbox.y1, key
 
 
@@ -189,7 +184,7 @@ def test_null_band_pools_the_models_shown(albert_cache):
     m, s = cmp.null_band()
     assert m == pytest.approx(means.mean())
     assert s**2 == pytest.approx(np.mean(stds**2) + np.var(means))
-    band = _by_gid(plot_toeplitzness_vs_metric(cmp), "null-band")
+    band = by_gid(plot_toeplitzness_vs_metric(cmp), "null-band")
     x0, x1 = band.get_x(), band.get_x() + band.get_width()  # a Rectangle in data x, axes y
     assert (x0, x1) == pytest.approx((m - 2 * s, m + 2 * s))
 
@@ -387,7 +382,7 @@ def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path
 
     cmp = toeplitzness_vs_performance([extra], scores={extra: 83.25}, settings=ScoreSettings(null_draws=0), progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
-    point = _by_gid(fig, f"point:{extra}")
+    point = by_gid(fig, f"point:{extra}")
     assert point.get_marker() != "o" and point.get_xydata()[0] == pytest.approx((planted[("large", "v1")].offdiag, 83.25))
     assert any(extra[-20:] in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
@@ -458,10 +453,10 @@ def test_trajectories_go_on_a_second_panel(albert_cache):
     fig = plot_toeplitzness_vs_metric(cmp, trajectories=runs)
     assert len(fig.axes) == 2
     for t in runs:
-        line = _by_gid(fig, f"trajectory:{t.label}")
+        line = by_gid(fig, f"trajectory:{t.label}")
         assert line.axes is fig.axes[1]
         np.testing.assert_allclose(line.get_xydata(), np.array(t.points))
-        end = _by_gid(fig, f"trajectory-end:{t.label}")
+        end = by_gid(fig, f"trajectory-end:{t.label}")
         assert end.xy == t.points[-1] and end.xyann == t.points[-2]
 
 
@@ -552,14 +547,14 @@ def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, t
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths], trajectory_ylabel=RUN_METRICS["accuracy"])
     ax_albert, ax_runs = fig.axes
-    assert _by_gid(fig, "arrow:base").axes is ax_albert
+    assert by_gid(fig, "arrow:base").axes is ax_albert
     ev = _evaluations(absolute_run)
-    line = _by_gid(fig, f"trajectory:{absolute_run} (absolute)")
+    line = by_gid(fig, f"trajectory:{absolute_run} (absolute)")
     assert line.axes is ax_runs
     np.testing.assert_allclose(line.get_xydata(), [(e["toeplitzness_ep_offdiag"], 100 * e["eval_accuracy"]) for e in ev])
-    end = _by_gid(fig, f"trajectory-end:{absolute_run} (absolute)")
+    end = by_gid(fig, f"trajectory-end:{absolute_run} (absolute)")
     assert end.xy == pytest.approx((ev[-1]["toeplitzness_ep_offdiag"], 100 * ev[-1]["eval_accuracy"]))
-    tisa = _by_gid(fig, f"trajectory:{tisa_run} (tisa; mean head R²)")
+    tisa = by_gid(fig, f"trajectory:{tisa_run} (tisa; mean head R²)")
     np.testing.assert_allclose(tisa.get_xydata()[:, 0], [e["toeplitzness_heads_offdiag_mean"] for e in _evaluations(tisa_run)])
     # --full puts the full R² on the same axes
     full = run_trajectory(absolute_run, exclude_diagonal=False)

@@ -18,6 +18,7 @@ from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from tests.figures import by_gid
 from tests.finetune_results import ABSOLUTE, mean_of_medians, write_results
 from tests.reference import dense_toeplitzness
 
@@ -27,12 +28,6 @@ TASKS = ["builtin/bshift", "builtin/topic"]
 
 def _log(run) -> list[dict]:
     return json.loads((run / "trajectory.json").read_text())["evaluations"]
-
-
-def _by_gid(fig, gid: str):
-    hits = fig.findobj(lambda a: a.get_gid() == gid)
-    assert len(hits) == 1, (gid, hits)
-    return hits[0]
 
 
 def test_fine_tuned_runs_go_on_the_downstream_panel(albert_cache, fine_tuned, absolute_run, tmp_path):
@@ -85,9 +80,9 @@ def test_the_figure_has_three_panels_with_their_own_y_axes(albert_cache, fine_tu
     assert ax_albert.get_ylabel() == "Average score (%)" and ax_down.get_ylabel() == DOWNSTREAM_YLABEL
     assert ax_mlm.get_ylabel() == "Held-out masked-token accuracy (%)"
     assert ax_down.get_xlabel() == ax_mlm.get_xlabel() == run_toeplitzness_label()
-    line = _by_gid(fig, f"downstream:{down.trajectory.label}")
+    line = by_gid(fig, f"downstream:{down.trajectory.label}")
     assert line.axes is ax_down
-    arrow = _by_gid(fig, f"trajectory-end:{down.trajectory.label}")  # the arrow into the later checkpoint, like v1 → v2
+    arrow = by_gid(fig, f"trajectory-end:{down.trajectory.label}")  # the arrow into the later checkpoint, like v1 → v2
     assert arrow.axes is ax_down and arrow.xy == pytest.approx(tuple(line.get_xydata()[-1]))
     ev = {e["step"]: e for e in _log(abs_run)}
     np.testing.assert_allclose(line.get_xydata(), [(ev[s]["toeplitzness_ep_offdiag"], mean_of_medians(ABSOLUTE[s], TASKS)) for s in (6, 12)])

@@ -17,16 +17,11 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from tests.checkpoint_factory import isolate_hf_cache
+from tests.figures import by_gid
 from tests.finetune_results import ABSOLUTE, TISA, mean_of_medians, task_score
 from tests.reference import pdf_outline
 
 runner = CliRunner()
-
-
-def _by_gid(fig, gid: str):
-    hits = fig.findobj(lambda a: a.get_gid() == gid)
-    assert len(hits) == 1, (gid, hits)
-    return hits[0]
 
 
 def test_report_has_a_fine_tuning_page_per_fine_tuned_run(fine_tuned, tmp_path, monkeypatch):
@@ -76,15 +71,15 @@ def test_fine_tuning_figures_plot_the_medians(fine_tuned, absolute_run, tmp_path
     assert [p.get_label() for p in pages] == [str(abs_run), "", str(tisa_run)]
     abs_fig = pages[0]
     # several checkpoints: each task's median score against the step, min–max as error bars
-    line = _by_gid(abs_fig, "run-task:builtin/bshift")
+    line = by_gid(abs_fig, "run-task:builtin/bshift")
     np.testing.assert_allclose(line.get_xydata(), [(6, 58.0), (12, 63.0)])
-    stsb = _by_gid(abs_fig, "run-task:glue/stsb")
+    stsb = by_gid(abs_fig, "run-task:glue/stsb")
     np.testing.assert_allclose(stsb.get_xydata(), [(12, statistics.median(task_score(ABSOLUTE[12]["glue/stsb"])))])
-    down = _by_gid(abs_fig, f"downstream:{abs_run} (absolute; 2 tasks)")
+    down = by_gid(abs_fig, f"downstream:{abs_run} (absolute; 2 tasks)")
     assert down.get_ydata() == pytest.approx([mean_of_medians(ABSOLUTE[s], ["builtin/bshift", "builtin/topic"]) for s in (6, 12)])
     # one checkpoint: bars
     tisa_fig = pages[-1]
-    bar = _by_gid(tisa_fig, "run-task:builtin/topic")
+    bar = by_gid(tisa_fig, "run-task:builtin/topic")
     assert bar.get_height() == statistics.median(TISA[12]["builtin/topic"]["accuracy"])
 
 
@@ -97,13 +92,13 @@ def test_albert_page_puts_fine_tuned_runs_on_their_own_panel(albert_cache, fine_
     abs_run, _ = fine_tuned
     ctx = build_context([str(abs_run), str(absolute_run)], ReportOptions(null_draws=0))
     figure, _values = albert.build(ctx)
-    down = _by_gid(figure, f"downstream:{abs_run} (absolute; 2 tasks)")
-    mlm = _by_gid(figure, f"trajectory:{absolute_run} (absolute)")
-    reference = _by_gid(figure, "point:base v1")
+    down = by_gid(figure, f"downstream:{abs_run} (absolute; 2 tasks)")
+    mlm = by_gid(figure, f"trajectory:{absolute_run} (absolute)")
+    reference = by_gid(figure, "point:base v1")
     assert len({down.axes, mlm.axes, reference.axes}) == 3
     assert down.axes.get_ylabel() == "Mean downstream score (%)\n(each run's own tasks)"  # short: two panels stacked
     assert mlm.axes.get_ylabel() == "Held-out masked-token\naccuracy (%)"
     ctx = build_context([str(abs_run)], ReportOptions(null_draws=0))
-    assert _by_gid(albert.build(ctx)[0], f"downstream:{abs_run} (absolute; 2 tasks)").axes.get_ylabel() == DOWNSTREAM_YLABEL
+    assert by_gid(albert.build(ctx)[0], f"downstream:{abs_run} (absolute; 2 tasks)").axes.get_ylabel() == DOWNSTREAM_YLABEL
     assert down.get_ydata() == pytest.approx([64.5, 68.5])
     assert not figure.findobj(lambda a: a.get_gid() == f"trajectory:{abs_run} (absolute)")  # not on the masked-LM panel

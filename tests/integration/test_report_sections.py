@@ -25,6 +25,7 @@ import posviz
 from posviz.cli.app import app
 from tests.albert_planted import RACE, SIZES, WEIGHTS, hub_id
 from tests.checkpoint_factory import isolate_hf_cache
+from tests.figures import by_gid
 from tests.reference import dense_toeplitzness, pdf_outline
 
 runner = CliRunner()
@@ -62,12 +63,6 @@ def _log(run: Path) -> list[dict]:
 
 def _f(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}f}"
-
-
-def _by_gid(fig, gid: str):
-    hits = fig.findobj(lambda a: a.get_gid() == gid)
-    assert len(hits) == 1, (gid, hits)
-    return hits[0]
 
 
 def _render_ok(path: Path) -> None:
@@ -142,14 +137,14 @@ def test_training_figure_plots_the_logs(absolute_run, tisa_run, offline):
         ev, label = _log(run), str(run)
         steps = [r["step"] for r in ev]
         assert steps == [0, 6, 12]
-        np.testing.assert_allclose(_by_gid(fig, f"eval_loss:{label}").get_xydata(), [(s, r["eval_loss"]) for s, r in zip(steps, ev, strict=True)])
-        np.testing.assert_allclose(_by_gid(fig, f"eval_accuracy:{label}").get_xydata(), [(s, 100 * r["eval_accuracy"]) for s, r in zip(steps, ev, strict=True)])
-        np.testing.assert_allclose(_by_gid(fig, f"toeplitzness_heads_mean:{label}").get_xydata(),
+        np.testing.assert_allclose(by_gid(fig, f"eval_loss:{label}").get_xydata(), [(s, r["eval_loss"]) for s, r in zip(steps, ev, strict=True)])
+        np.testing.assert_allclose(by_gid(fig, f"eval_accuracy:{label}").get_xydata(), [(s, 100 * r["eval_accuracy"]) for s, r in zip(steps, ev, strict=True)])
+        np.testing.assert_allclose(by_gid(fig, f"toeplitzness_heads_mean:{label}").get_xydata(),
                                    [(s, r["toeplitzness_heads_mean"]) for s, r in zip(steps, ev, strict=True)])
         train = [(r["step"], r["train_loss"]) for r in ev if r["train_loss"] is not None]
-        np.testing.assert_allclose(_by_gid(fig, f"train_loss:{label}").get_xydata(), train)
+        np.testing.assert_allclose(by_gid(fig, f"train_loss:{label}").get_xydata(), train)
     ev = _log(absolute_run)
-    np.testing.assert_allclose(_by_gid(fig, f"toeplitzness_ep:{absolute_run}").get_xydata(), [(r["step"], r["toeplitzness_ep"]) for r in ev])
+    np.testing.assert_allclose(by_gid(fig, f"toeplitzness_ep:{absolute_run}").get_xydata(), [(r["step"], r["toeplitzness_ep"]) for r in ev])
     assert not fig.findobj(lambda a: a.get_gid() == f"toeplitzness_ep:{tisa_run}")  # no table, no E_P line
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == [f"{absolute_run} (absolute)", f"{tisa_run} (tisa)"]
@@ -228,17 +223,17 @@ def test_albert_figure_plots_the_scores_and_the_run(albert_cache, planted, absol
     from tests.albert_planted import AVERAGE
 
     for key, p in planted.items():
-        point = _by_gid(figure, f"point:{key[0]} {key[1]}")
+        point = by_gid(figure, f"point:{key[0]} {key[1]}")
         assert point.get_xydata()[0] == pytest.approx((p.offdiag, AVERAGE[key]), rel=1e-9, abs=1e-9)
     for size in SIZES:
-        arrow = _by_gid(figure, f"arrow:{size}")
+        arrow = by_gid(figure, f"arrow:{size}")
         assert (arrow.xy[0] > arrow.xyann[0]) is (WEIGHTS[(size, "v2")] > WEIGHTS[(size, "v1")])
     minilm = posviz.score_model(MINILM, null_draws=2).score
-    assert _by_gid(figure, "point:all-MiniLM-L6-v2").get_xydata()[0] == pytest.approx((minilm.toeplitzness_offdiag, 78.5))
+    assert by_gid(figure, "point:all-MiniLM-L6-v2").get_xydata()[0] == pytest.approx((minilm.toeplitzness_offdiag, 78.5))
     ev = _log(absolute_run)
-    line = _by_gid(figure, f"trajectory:{absolute_run} (absolute)")
+    line = by_gid(figure, f"trajectory:{absolute_run} (absolute)")
     np.testing.assert_allclose(line.get_xydata(), [(r["toeplitzness_ep_offdiag"], 100 * r["eval_accuracy"]) for r in ev])
-    assert line.axes is not _by_gid(figure, "point:base v1").axes  # the runs' own panel
+    assert line.axes is not by_gid(figure, "point:base v1").axes  # the runs' own panel
 
 
 def test_albert_section_left_out_offline_then_from_the_score_cache(empty_albert_cache, planted, tmp_path, tiny_checkpoints):
