@@ -67,7 +67,7 @@ fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:randomly -m hypothesis tests
 
 lint: setup
-	$(BIN)/ruff check posviz tests benchmarks
+	$(BIN)/ruff check posviz tests benchmarks scripts
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
