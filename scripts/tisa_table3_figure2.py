@@ -59,8 +59,8 @@ def run_rows(runs: Mapping[str, Sequence[Path]]) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any]):
-    """The two-panel figure (module docstring) from :func:`run_rows` and the runs' downstream paths."""
+def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any], configs: Sequence[str] = ()):
+    """The two-panel figure (module docstring) from :func:`run_rows` and the runs' downstream paths (``configs``: theirs)."""
     from posviz.compare.downstream import DOWNSTREAM_YLABEL
     from posviz.plots.common import new_figure
     from posviz.plots.scatter import draw_downstream_panel
@@ -87,7 +87,8 @@ def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any]):
     else:
         left.text(0.5, 0.5, "no run with a position table and a training log yet", ha="center", transform=left.transAxes)
     if paths:
-        draw_downstream_panel(right, paths, xlabel="Toeplitzness of P = E_P E_Pᵀ (off-diagonal R²)",
+        colors = [COLORS[c] for c in configs] if len(configs) == len(paths) and all(c in COLORS for c in configs) else None
+        draw_downstream_panel(right, paths, xlabel="Toeplitzness of P = E_P E_Pᵀ (off-diagonal R²)", colors=colors,
                               title="Fine-tuned along pre-training, one path per run\n(open circle: first checkpoint; arrow: last)")
         common = set.intersection(*(set(p.tasks) for p in paths))
         right.set_ylabel(f"Score on {', '.join(sorted(common))} (%)\n(median over fine-tuning seeds)" if len(common) == 1
@@ -104,10 +105,11 @@ def figure2(runs: Mapping[str, Sequence[Path]], curve: Sequence[str]) -> tuple[l
     from posviz.read.runs import LOG_JSON
 
     rows = run_rows(runs)
-    paths = []
+    paths, configs = [], []  # a path's configuration gives its colour, as on the left panel
     for config in curve:
         for folder in [f for f in runs.get(config, []) if (f / LOG_JSON).is_file()]:
             path = run_downstream(folder, label=folder.name)
             if path is not None and len(path.steps) > 1:
                 paths.append(path)
-    return rows, (plot_figure2(rows, paths) if rows else None)
+                configs.append(config)
+    return rows, (plot_figure2(rows, paths, configs) if rows else None)

@@ -267,7 +267,8 @@ def draw_trajectory_panel(ax, trajectories: Sequence[Trajectory], *, ylabel: str
 
 
 def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8,
-                          title: str = "Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)") -> list:
+                          title: str = "Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)",
+                          colors: Sequence[str] | None = None) -> list:
     """Fine-tuned runs: Toeplitzness of each fine-tuned checkpoint against its mean downstream score.
 
     One path per run through its checkpoints in step order (open circle: the earliest,
@@ -285,6 +286,8 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
         Legend and step-label text size.
     title
         Panel title.
+    colors
+        One colour per path (default: the trajectory colours in turn).
 
     Returns
     -------
@@ -293,7 +296,7 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     """
     from posviz.compare.downstream import DOWNSTREAM_YLABEL
 
-    lines = draw_trajectories(ax, [p.trajectory for p in paths])
+    lines = draw_trajectories(ax, [p.trajectory for p in paths], colors=colors)
     for line, p in zip(lines, paths, strict=True):
         line.set_gid(f"downstream:{p.trajectory.label}")
         for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):

@@ -110,4 +110,12 @@ def test_figure2_rows_and_paths_from_the_logs(script, tmp_path):
     assert band.get_x() == pytest.approx(0.028) and band.get_width() == pytest.approx(0.002)
     path = next(line for line in right.lines if line.get_gid() == "downstream:a-baseline-s0 (absolute; 1 task)")
     assert path.get_xydata().tolist() == [[0.1, 70.0], [0.35, 51.0]]  # shuffled alone: the task of every fine-tuned step
+    assert path.get_color() == points_color(left, "runs:a-baseline")  # one colour per configuration on both panels
     assert right.get_ylabel().startswith("Score on builtin/shuffled (%)")
+
+
+def points_color(ax, gid: str) -> str:
+    """The colour of the scatter points with ``gid``, as a hex string."""
+    from matplotlib.colors import to_hex
+
+    return to_hex(next(a for a in ax.collections if a.get_gid() == gid).get_facecolor()[0])
