@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from posviz.errors import OptionError, PosvizError, SourceError
+from posviz.errors import OptionError, SourceError
 from posviz.finetune.loop import FinetuneSettings
 from posviz.finetune.results import SCORE, median_records, read_document, results_path, task_slug, write_document
 from posviz.finetune.targets import Target, resolve_targets
 from posviz.finetune.taskdata import TaskData
 from posviz.finetune.tasks import check_spec, load_task
-from posviz.train.processes import every_process
+from posviz.train.processes import checked_alike
 
 
 def _tokenizer(target: Target) -> Any:
@@ -149,21 +149,17 @@ def finetune(
         raise OptionError("give at least one --task and one seed", "for example --task builtin/bshift --seeds 0,1,2")
     settings = FinetuneSettings(steps, float(epochs), float(lr), int(batch_size), int(max_length), precision,
                                 train_size, dev_size, tuple(corpus) if corpus else None)
-    try:  # checks every process makes alike (under torchrun the main process alone reports them)
+    with checked_alike():  # under torchrun the main process alone reports these
         for spec in tasks:  # unknown task names fail before any model is loaded
             check_spec(spec)
         targets = resolve_targets([str(s) for s in sources], checkpoints if checkpoints in (None, "all")
                                   else [int(s) for s in checkpoints], out)  # type: ignore[union-attr]
-    except PosvizError as e:
-        raise every_process(e) from None
     quiet_transformers()
     records: list[dict[str, Any]] = []
     for target in targets:
-        try:  # the same checks in every process again: one report
+        with checked_alike():
             length = _checked_config(target, settings)
             tokenizer = _tokenizer(target)
-        except PosvizError as e:
-            raise every_process(e) from None
         if 0 < tokenizer.model_max_length < length:
             length = tokenizer.model_max_length
         for spec in tasks:
@@ -179,11 +175,9 @@ def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: lis
 
     builtin = spec.startswith("builtin/")  # only built-in tasks read a corpus: it is a setting of theirs alone
     corpus = list(settings.corpus or target.corpus or ()) or None if builtin else None
-    try:  # a bad file, column or split: every process finds it alike
+    with checked_alike():  # a bad file, column or split
         data = load_task(spec, train_size=settings.train_size, dev_size=settings.dev_size, corpus=corpus,
                          fits=lambda text: len(tokenizer(text, truncation=False)["input_ids"]) <= length)
-    except PosvizError as e:
-        raise every_process(e) from None
     path = results_path(target.root, spec, target.step)
     args = world(settings, target.root)
     recorded = {**settings.to_json(), "corpus": corpus, "max_length": length, "world_size": args.world_size,

@@ -100,6 +100,15 @@ def every_process(error: E) -> E:
     return error
 
 
+@contextmanager
+def checked_alike() -> Iterator[None]:
+    """Checks that every process makes alike: a :class:`PosvizError` raised inside is marked with :func:`every_process`."""
+    try:
+        yield
+    except PosvizError as e:
+        raise every_process(e) from None
+
+
 def decided_by_main(args: Any, decide: Callable[[], T]) -> T:
     """``decide()`` in the main process; the others receive its result, or raise its error.
 
