@@ -125,13 +125,10 @@ def _options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
     Every process of a ``torchrun`` launch makes these checks alike, so their errors are marked
     as every process's (only the main process reports them).
     """
-    from posviz.errors import PosvizError
-    from posviz.train.processes import every_process
+    from posviz.train.processes import checked_alike
 
-    try:
+    with checked_alike():
         return _checked_options(given, out, resume)
-    except PosvizError as e:
-        raise every_process(e) from None
 
 
 def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:

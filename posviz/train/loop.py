@@ -59,14 +59,12 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     from posviz.train.collate import MlmCollator
     from posviz.train.data import prepare_run_data
     from posviz.train.options import model_config, precision_flags, training_arguments
-    from posviz.train.processes import decided_by_main, every_process, main_first
+    from posviz.train.processes import checked_alike, decided_by_main, main_first
     from posviz.util.compat import trainer_resume_context, trainer_tokenizer_kwargs
 
     _quiet_transformers()
-    try:
+    with checked_alike():  # every process checks alike, before they meet
         flags, device = precision_flags(options.precision)
-    except PosvizError as e:
-        raise every_process(e) from None  # checked alike in every process, before they meet
     args = training_arguments(options, flags)  # under torchrun: one of several processes (train.processes)
     main = args.process_index == 0
     on_update = on_update if main else None  # one progress display, the main process's
