@@ -7,6 +7,8 @@ is, and benchmark performance. Here every kept run of the experiment is a point:
   headline (off-diagonal) Toeplitzness of E_P and its null, the mean over the
   layer-0 heads' positional scores, the masked-LM accuracy, each task's median over
   fine-tuning seeds and their mean (``mean_score``);
+* ``figure2.md``: per configuration with a position table, the Toeplitzness of E_P and
+  the mean score of each of its runs, by seed;
 * ``figure2.png``: left, the runs that have a position table (absolute, absolute +
   TISA, TUPE-A) at their last checkpoint, x the Toeplitzness of E_P and y the mean
   score over the tasks; right, the runs fine-tuned along pre-training, each a path
@@ -31,6 +33,9 @@ from typing import Any
 EP, EP_NULL, HEADS = "toeplitzness_ep_offdiag", "null_ep_offdiag", "toeplitzness_heads_offdiag_mean"
 #: Colour per configuration (arm (a) greens from light to dark with S, TUPE-A orange).
 COLORS = {"a-baseline": "#444444", "a-S1": "#a1d99b", "a-S3": "#41ab5d", "a-S5": "#006d2c", "tupe-A": "#d95f02"}
+#: The configurations' names in ``figure2.md`` (others keep their label).
+NAMES = {"a-baseline": "absolute", "a-S1": "absolute + TISA S = 1", "a-S3": "absolute + TISA S = 3",
+         "a-S5": "absolute + TISA S = 5", "tupe-A": "TUPE-A"}
 
 
 def run_rows(runs: Mapping[str, Sequence[Path]]) -> list[dict[str, Any]]:
@@ -57,6 +62,24 @@ def run_rows(runs: Mapping[str, Sequence[Path]]) -> list[dict[str, Any]]:
                 "mean_score": statistics.fmean(medians.values()), "tasks": len(medians),
             })
     return rows
+
+
+def figure2_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Per configuration with a position table: the Toeplitzness of E_P and the mean score of each run, by seed.
+
+    ``rows`` are :func:`run_rows`'; runs are named ``CONFIG-sSEED``.
+    """
+    shown = [r for r in rows if r["toeplitzness_ep"] is not None]
+    order = [*COLORS, *sorted({r["config"] for r in shown} - set(COLORS))]
+    lines = ["| configuration | seeds | Toeplitzness of E_P per run | mean score per run (%) |", "|---|---|---|---|"]
+    for config in order:
+        mine = sorted((r for r in shown if r["config"] == config), key=lambda r: int(r["run"].rsplit("-s", 1)[1]))
+        if mine:
+            seeds = ", ".join(r["run"].rsplit("-s", 1)[1] for r in mine)
+            ep = ", ".join(f"{r['toeplitzness_ep']:.3f}" for r in mine)
+            score = ", ".join(f"{r['mean_score']:.1f}" for r in mine)
+            lines.append(f"| {NAMES.get(config, config)} | {seeds} | {ep} | {score} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any], configs: Sequence[str] = ()):

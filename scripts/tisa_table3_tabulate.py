@@ -9,10 +9,11 @@ written by ``posviz finetune``) and writes, atomically, into the results folder:
   seeds, with the min–max over pre-training seeds, then |Δ| and Δ%
   (:func:`posviz.compare.finetune.table3`);
 * ``tupe.md`` / ``.csv`` / ``.json``: TUPE-A against the absolute baseline, in the same layout;
+* ``overview.md``: every configuration side by side, one column each (the README's table);
 * ``score-by-step.csv`` / ``.json`` and ``score-by-step.png``: the mean task score against the
   pre-training step for the runs fine-tuned along pre-training (absolute and TUPE-A),
   mean and min–max over pre-training seeds (:func:`posviz.compare.finetune.score_by_step`);
-* ``figure2.csv`` / ``.json`` and ``figure2.png``: TISA's Figure 2 with these runs, the
+* ``figure2.csv`` / ``.json`` / ``.md`` and ``figure2.png``: TISA's Figure 2 with these runs, the
   Toeplitzness of E_P against the mean downstream score (``tisa_table3_figure2``).
 
 Usage: ``python scripts/tisa_table3_tabulate.py [--out runs/tisa-table3] [--results reports/tisa-table3]``
@@ -35,10 +36,16 @@ ARMS = {"a": ["a-baseline", "a-S1", "a-S3", "a-S5"], "b": ["b-baseline", "b-S1",
 #: TUPE-A against the absolute baseline.
 TUPE_ARMS = {"tupe": ["a-baseline", "tupe-A"]}
 TUPE_COLUMNS = ("absolute", "TUPE-A")
+#: The overview's columns: (configuration, header) in the README's order.
+OVERVIEW_COLUMNS = (("a-baseline", "(a) absolute"), ("a-S1", "+ TISA S=1"), ("a-S3", "S=3"), ("a-S5", "S=5"),
+                    ("b-baseline", "(b) none"), ("b-S1", "TISA S=1"), ("b-S3", "S=3"), ("b-S5", "S=5"), ("tupe-A", "TUPE-A"))
+#: The overview's rows: (task, label) in the README's order; tasks not listed follow under their own name.
+OVERVIEW_TASKS = (("builtin/shuffled", "shuffled (word order)"), ("builtin/bshift", "bshift (word order)"),
+                  ("builtin/replaced", "replaced (content only)"), ("average", "average"))
 _RUN = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling tisa_table3_figure2, however this is loaded
 
-from tisa_table3_figure2 import figure2  # noqa: E402
+from tisa_table3_figure2 import figure2, figure2_markdown  # noqa: E402
 
 
 def runs_by_config(out: Path) -> dict[str, list[Path]]:
@@ -63,6 +70,37 @@ def _write_rows(stem: Path, rows: Sequence[dict[str, Any]]) -> None:
 
     _write(stem.with_suffix(".csv"), to_csv(rows))
     _write(stem.with_suffix(".json"), to_json(rows))
+
+
+def _cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> dict[tuple[str, str], str]:
+    """``{(task, configuration): "median (min–max)"}`` from Table 3 rows (their ``COLUMN config`` names the run)."""
+    cells = {}
+    for r in rows:
+        for c in columns:
+            if r.get(c) is None:
+                continue
+            spread = f" ({r[f'{c} min']:.1f}–{r[f'{c} max']:.1f})" if r[f"{c} n"] > 1 else ""
+            cells[(r["task"], r[f"{c} config"])] = f"{r[c]:.1f}{spread}"
+    return cells
+
+
+def overview_markdown(table3_rows: Sequence[dict[str, Any]], tupe_rows: Sequence[dict[str, Any]]) -> str:
+    """Every configuration side by side: one line per task, one column per configuration (``–`` where missing).
+
+    A cell is the median over pre-training seeds with their min–max, as in ``table3.md``.
+    """
+    from posviz.compare.finetune import TABLE3_COLUMNS
+
+    cells = {**_cells(table3_rows, TABLE3_COLUMNS), **_cells(tupe_rows, TUPE_COLUMNS)}
+    labels = dict(OVERVIEW_TASKS)
+    tasks = [t for t, _ in OVERVIEW_TASKS if any(k[0] == t for k in cells)]
+    tasks += sorted({t for t, _ in cells} - set(labels), key=lambda t: (t == "average", t))
+    header = ["task"] + [h for _, h in OVERVIEW_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task in tasks:
+        row = [labels.get(task, task)] + [cells.get((task, config), "–") for config, _ in OVERVIEW_COLUMNS]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[str] = ("a-baseline", "tupe-A")) -> list[Path]:
@@ -95,6 +133,9 @@ def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[
         _write_rows(results / "tupe", tupe)
         _write(results / "tupe.md", table3_markdown(tupe, columns=TUPE_COLUMNS))
         written += [results / f"tupe{ext}" for ext in (".csv", ".json", ".md")]
+    if rows or tupe:
+        _write(results / "overview.md", overview_markdown(rows, tupe))
+        written.append(results / "overview.md")
     along = {c: records[c] for c in curve if records.get(c)}
     try:
         by_step = score_by_step(along) if along else []
@@ -108,8 +149,9 @@ def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[
     rows, fig = figure2(runs, curve)
     if fig is not None:
         _write_rows(results / "figure2", rows)
+        _write(results / "figure2.md", figure2_markdown(rows))
         save_figure(fig, results / "figure2.png")
-        written += [results / f"figure2{ext}" for ext in (".csv", ".json", ".png")]
+        written += [results / f"figure2{ext}" for ext in (".csv", ".json", ".md", ".png")]
     return written
 
 

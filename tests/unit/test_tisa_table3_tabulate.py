@@ -46,8 +46,8 @@ def test_tables_and_curve_from_run_folders(script, tmp_path):
 
     written = script.tabulate(runs, results)
     assert {p.name for p in written} == {"table3.csv", "table3.json", "table3.md", "table3.png", "tupe.csv", "tupe.json",
-                                         "tupe.md", "score-by-step.csv", "score-by-step.json", "score-by-step.png",
-                                         "figure2.csv", "figure2.json", "figure2.png"}
+                                         "tupe.md", "overview.md", "score-by-step.csv", "score-by-step.json", "score-by-step.png",
+                                         "figure2.csv", "figure2.json", "figure2.md", "figure2.png"}
     rows = json.loads((results / "table3.json").read_text())
     bshift = next(r for r in rows if r["task"] == "builtin/bshift")
     assert (bshift["baseline"], bshift["baseline min"], bshift["baseline max"], bshift["baseline n"]) == (60, 50, 70, 3)
@@ -56,6 +56,10 @@ def test_tables_and_curve_from_run_folders(script, tmp_path):
     assert "| builtin/bshift | 60.0 (50.0–70.0) | – | 64.0 (62.0–66.0) | – | 4.0 | 10.0% |" in md
     tupe = next(r for r in json.loads((results / "tupe.json").read_text()) if r["task"] == "builtin/bshift")
     assert (tupe["absolute"], tupe["TUPE-A"], tupe["delta"]) == (60, 70, 10)
+    overview = (results / "overview.md").read_text().splitlines()  # one column per configuration, absent ones "–"
+    assert overview[0].startswith("| task | (a) absolute | + TISA S=1 | S=3 | S=5 | (b) none |") and overview[0].endswith("| TUPE-A |")
+    assert overview[2] == "| bshift (word order) | 60.0 (50.0–70.0) | – | 64.0 (62.0–66.0) | – | – | – | – | – | 70.0 (68.0–72.0) |"
+    assert [line.split(" | ")[0] for line in overview[2:]] == ["| bshift (word order)", "| average"]
     curve = list(csv.DictReader((results / "score-by-step.csv").open()))
     got = [(r["config"], int(r["step"]), float(r["mean"]), float(r["min"]), float(r["max"])) for r in curve]
     assert got == [("a-baseline", 50, 50.0, 40.0, 60.0), ("a-baseline", 100, 60.0, 50.0, 70.0),
@@ -67,6 +71,13 @@ def test_no_results_is_one_error_line(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "none"), "--results", str(tmp_path / "r")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 2 and r.stderr.startswith("error: no fine-tuning results under") and not (tmp_path / "r").exists()
+
+
+def test_readmes_quote_the_shipped_tables():
+    """The READMEs quote the shipped results tables as tabulated, not hand-edited copies."""
+    root, results = SCRIPT.parents[1], SCRIPT.parents[1] / "reports" / "tisa-table3"
+    assert (results / "overview.md").read_text() in (root / "README.md").read_text()
+    assert (results / "figure2.md").read_text() in (results / "README.md").read_text()
 
 
 def log(run: Path, scheme: str, evaluations: list[dict]) -> None:
@@ -103,6 +114,8 @@ def test_figure2_rows_and_paths_from_the_logs(script, tmp_path):
     assert by_run["b-S1-s0"]["toeplitzness_ep"] is None and by_run["b-S1-s0"]["toeplitzness_heads_mean"] == 1.0
     assert by_run["a-S3-s1"]["toeplitzness_ep"] is None and by_run["a-S3-s1"]["mean_score"] == 90.0
 
+    assert script.figure2_markdown(rows).splitlines()[2:] == [  # configurations with E_P and a log, runs by seed
+        "| absolute | 0 | 0.350 | 57.5 |", "| absolute + TISA S = 3 | 0 | 0.460 | 80.5 |"]
     left, right = fig.axes[:2]
     points = {a.get_gid(): a.get_offsets().tolist() for a in left.collections if a.get_gid() and a.get_gid().startswith("runs:")}
     assert points == {"runs:a-baseline": [[0.35, 57.5]], "runs:a-S3": [[0.46, 80.5]]}  # runs with E_P and a log only
