@@ -18,13 +18,11 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from functools import partial
 
 import torch
-from harness import autocast, device_label, device_sync, rotating_times
+from harness import autocast, step_parser, step_times, write_step_results
 
 SCHEMES = ("absolute", "tisa", "absolute+tisa", "tupe-a", "tupe-r")
 TARGETS = {"absolute": 1.10, "tisa": 1.15, "absolute+tisa": 1.15, "tupe-a": 1.30, "tupe-r": 1.30}
@@ -65,37 +63,13 @@ def step(model, opt, ids, mask, labels, args) -> None:
     opt.step()
 
 
-def measure(args) -> dict[str, list[float]]:
-    """Seconds per step, per model and round."""
+def main() -> None:
+    args = step_parser(__doc__.splitlines()[0], batch_size=16, steps=3, schemes=SCHEMES).parse_args()
     names = ["HF", *args.schemes]
     models = {n: build(n, args) for n in names}
     batch = make_batch(args)
-    return rotating_times({n: partial(step, *models[n], *batch, args) for n in names}, rounds=args.rounds,
-                          per_round=args.steps, warmup=args.warmup, sync=device_sync(args.device))
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size", default="small", choices=("tiny", "small", "base"))
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--vocab-size", type=int, default=30000)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--steps", type=int, default=3, help="timed steps per model and round")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
-    p.add_argument("--schemes", nargs="+", default=list(SCHEMES))
-    p.add_argument("--json", default=None, help="also write the results here")
-    args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    times = measure(args)
+    times = step_times(args, {n: partial(step, *models[n], *batch, args) for n in names})
     med = {n: statistics.median(v) for n, v in times.items()}
-    device = device_label(args.device)
-    print(f"size {args.size}, seq {args.seq_len}, batch {args.batch_size}, vocab {args.vocab_size}, {args.precision}, {device}; "
-          f"{args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
     print("| model | median ms/step | min–max | × HF | target | met |")
     print("|---|---|---|---|---|---|")
     rows = []
@@ -106,9 +80,7 @@ def main() -> None:
         target = f"≤ {limit}× HF" if limit else "—"
         print(f"| {n} | {med[n] * 1e3:.1f} | {min(v) * 1e3:.1f}–{max(v) * 1e3:.1f} | {ratio:.3f} | {target} | {met} |")
         rows.append({"model": n, "median_s": med[n], "min_s": min(v), "max_s": max(v), "x_hf": ratio, "met": met})
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"settings": vars(args), "device": device, "results": rows}, fh, indent=2)
+    write_step_results(args, rows)
 
 
 if __name__ == "__main__":

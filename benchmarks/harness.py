@@ -12,6 +12,7 @@ torch is imported only inside those, so the process benchmarks do not load it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -188,3 +189,39 @@ def device_label(device: str) -> str:
     if device.startswith("cuda"):
         return torch.cuda.get_device_name()
     return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} thread(s)"
+
+
+def step_parser(description: str, *, batch_size: int, steps: int, schemes: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The options of a step benchmark (model size and batch, rounds, device and precision, schemes, ``--json``)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--size", default="small", choices=("tiny", "small", "base"))
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=batch_size)
+    p.add_argument("--vocab-size", type=int, default=30000)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=steps, help="timed steps per model and round")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    p.add_argument("--schemes", nargs="+", default=list(schemes))
+    p.add_argument("--json", default=None, help="also write the results here")
+    return p
+
+
+def step_times(args: argparse.Namespace, steps: dict[str, Callable[[], None]]) -> dict[str, list[float]]:
+    """:func:`rotating_times` of ``steps`` with a step benchmark's options; prints the settings line first."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    times = rotating_times(steps, rounds=args.rounds, per_round=args.steps, warmup=args.warmup, sync=device_sync(args.device))
+    print(f"size {args.size}, seq {args.seq_len}, batch {args.batch_size}, vocab {args.vocab_size}, {args.precision}, "
+          f"{device_label(args.device)}; {args.rounds} rounds x {args.steps} steps, torch {torch.__version__}")
+    return times
+
+
+def write_step_results(args: argparse.Namespace, rows: list[dict]) -> None:
+    """Write a step benchmark's settings, device and rows to ``args.json`` (when given)."""
+    if args.json:
+        Path(args.json).write_text(json.dumps({"settings": vars(args), "device": device_label(args.device), "results": rows}, indent=2))
