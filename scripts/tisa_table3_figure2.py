@@ -106,7 +106,7 @@ def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any], configs: 
     left.set_title("Runs with a position table, at their last checkpoint\n(" + ", ".join(tasks) + ")", fontsize=9)
     left.grid(True, color="0.9", lw=0.8)
     if shown:
-        left.legend(fontsize=8, frameon=False, loc="best")
+        left.legend(fontsize=8, loc="center left", bbox_to_anchor=(0.06, 0.55))  # clear of the runs; "best" hid one
     else:
         left.text(0.5, 0.5, "no run with a position table and a training log yet", ha="center", transform=left.transAxes)
     if paths:

@@ -272,7 +272,8 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     """Fine-tuned runs: Toeplitzness of each fine-tuned checkpoint against its mean downstream score.
 
     One path per run through its checkpoints in step order (open circle: the earliest,
-    arrow into the latest, like ALBERT's v1 → v2), each point labelled with its step.
+    arrow into the latest, like ALBERT's v1 → v2), each point labelled with its step (with more
+    than two paths only the first and last, once where several runs' labels would overlap).
 
     Parameters
     ----------
@@ -297,9 +298,18 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     from posviz.compare.downstream import DOWNSTREAM_YLABEL
 
     lines = draw_trajectories(ax, [p.trajectory for p in paths], colors=colors)
+    points = [xy for p in paths for xy in p.trajectory.points]
+    near = [f * (max(v) - min(v)) for f, v in zip((0.15, 0.05), zip(*points, strict=True), strict=True)] if points else [0.0, 0.0]
+    placed: list[tuple[int, float, float]] = []  # (step, x, y) of the labels drawn
     for line, p in zip(lines, paths, strict=True):
         line.set_gid(f"downstream:{p.trajectory.label}")
+        ends = {p.steps[0], p.steps[-1]}
         for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
+            # with many paths, label the ends only, and a step once where several runs' labels would pile up
+            if len(paths) > 2 and (step not in ends or any(
+                    s == step and abs(x - u) <= near[0] and abs(y - v) <= near[1] for s, u, v in placed)):
+                continue
+            placed.append((step, x, y))
             ax.annotate(f"step {step}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=fontsize - 1.5,
                         color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
     ax.set_xlabel(xlabel or "Toeplitzness of P")
