@@ -1,4 +1,4 @@
-"""Benchmark 8: ``posviz attention`` against a plain Hugging Face forward with ``output_attentions=True``.
+"""Benchmark 11: ``posviz attention`` against a plain Hugging Face forward with ``output_attentions=True``.
 
 Makes a BERT-base-shaped checkpoint (12 layers, 12 heads, hidden 768, 512 positions; random weights saved with
 ``save_pretrained``, with a WordPiece tokenizer trained on the stdlib docstrings), then runs, as whole processes

@@ -1,4 +1,4 @@
-"""Benchmark 8: fine-tuning step time of ``PosvizForSequenceClassification`` against HF ``AlbertForSequenceClassification``.
+"""Benchmark 10: fine-tuning step time of ``PosvizForSequenceClassification`` against HF ``AlbertForSequenceClassification``.
 
 Same size, vocabulary, sequence length and batch for every model; one step is
 forward + classification loss + backward + AdamW update on a padded batch of
