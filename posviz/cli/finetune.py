@@ -26,11 +26,15 @@ def _ints(text: str | None, option: str) -> list[int] | None:
 
 
 def results_table(records: list[dict[str, Any]]) -> str:
-    """Plain text: one line per source, step, task and metric with the median over seeds, min–max and n."""
-    rows = [r for r in records if r.get("seed") == "median"]
+    """Plain text: one line per source, step, task and metric with the median over seeds, min–max and n.
+
+    A task scored by one metric shares its line with its equal ``score`` (``accuracy (= score)``).
+    """
+    from posviz.finetune.results import shown_medians
+
     head = ("source", "step", "task", "metric", "median", "min–max", "n")
-    cells = [(r["source"], "" if r.get("step") is None else str(r["step"]), r["task"], r["metric"],
-              f"{r['value']:.2f}", f"{r['min']:.2f}–{r['max']:.2f}", str(r["n"])) for r in rows]
+    cells = [(r["source"], "" if r.get("step") is None else str(r["step"]), r["task"], metric,
+              f"{r['value']:.2f}", f"{r['min']:.2f}–{r['max']:.2f}", str(r["n"])) for r, metric in shown_medians(records)]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [line.format(*head), *(line.format(*c) for c in cells)]
@@ -50,7 +54,7 @@ def _progress(event: str, info: dict[str, Any]) -> None:
 
 def command(
     sources: Annotated[list[str], typer.Argument(metavar="SOURCE", help="posviz train run folders (newest complete checkpoint), RUN@STEP, model folders or hub ids (org/name or org/name@revision).", show_default=False)],
-    task: Annotated[list[str], typer.Option("--task", "-t", help="glue/NAME (sst2 mnli qqp stsb cola mrpc qnli rte), csv:PATH[,DEV], jsonl:PATH[,DEV], builtin/bshift or builtin/replaced; repeatable.", show_default=False)],
+    task: Annotated[list[str], typer.Option("--task", "-t", help="glue/NAME (sst2 mnli qqp stsb cola mrpc qnli rte), csv:PATH[,DEV], jsonl:PATH[,DEV], builtin/shuffled, builtin/bshift or builtin/replaced; repeatable.", show_default=False)],
     seeds: Annotated[str, typer.Option("--seeds", metavar="S1,S2,...", help="Fine-tuning seeds; medians over them.")] = "0",
     checkpoints: Annotated[str | None, typer.Option("--checkpoints", metavar="all|S1,S2,...", help="For runs: every kept checkpoint, or these steps.")] = None,
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps per seed (instead of --epochs).", show_default=False)] = None,

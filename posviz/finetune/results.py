@@ -68,6 +68,28 @@ def median_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def shown_medians(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """The median records to show in a table, each with its metric label, by source (in the order given), step, task and metric.
+
+    A task scored by one metric has a ``score`` equal to it (the mean of one value): the
+    pair is shown once, labelled ``METRIC (= score)``. Other tasks show every metric, then
+    ``score``.
+    """
+    medians = [r for r in records if r.get("seed") == "median"]
+    sources = {s: i for i, s in enumerate(dict.fromkeys(str(r.get("source", "")) for r in medians))}  # as given
+    medians.sort(key=lambda r: (sources[str(r.get("source", ""))], -1 if r.get("step") is None else int(r["step"]), r["task"],
+                                r["metric"] == SCORE, r["metric"]))
+    groups: dict[tuple[str, Any, str], list[dict[str, Any]]] = {}
+    for r in medians:
+        groups.setdefault((str(r.get("source", "")), r.get("step"), r["task"]), []).append(r)
+    shown = []
+    for group in groups.values():
+        named = [r for r in group if r["metric"] != SCORE]
+        same = len(named) == 1 and len(group) == 2 and all(group[0][k] == group[1][k] for k in ("value", "min", "max", "n"))
+        shown += [(r, f"{r['metric']} (= {SCORE})") for r in named] if same else [(r, str(r["metric"])) for r in group]
+    return shown
+
+
 def write_document(path: str | Path, document: dict[str, Any]) -> None:
     """Write one results document atomically (its folder is created)."""
     from posviz.util.atomic import write_text_atomic

@@ -53,7 +53,9 @@ def test_json_records_medians_and_reuse(absolute_run, fruit_csv, tmp_path):
     table = CliRunner().invoke(app, [a for a in args if a not in ("--format", "json")])
     median = next(r for r in records if r["seed"] == "median" and r["metric"] == "accuracy")
     row = next(line.split() for line in table.stdout.splitlines() if line.startswith(str(run)) and " accuracy " in line)
-    assert row[1:] == ["12", f"csv:{fruit_csv}", "accuracy", f"{median['value']:.2f}", f"{median['min']:.2f}–{median['max']:.2f}", "2"]
+    assert row[1:] == ["12", f"csv:{fruit_csv}", "accuracy", "(=", "score)", f"{median['value']:.2f}",
+                       f"{median['min']:.2f}–{median['max']:.2f}", "2"]  # one metric: its equal score shares the line
+    assert not any(line.startswith(str(run)) and " score " in line.replace("(= score)", "") for line in table.stdout.splitlines())
 
     other = CliRunner().invoke(app, [*args, "--lr", "5e-4"])  # other settings: refused, nothing written
     assert other.exit_code == 2 and other.stderr.startswith("error: ") and len(other.stderr.strip().splitlines()) == 1

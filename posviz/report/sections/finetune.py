@@ -45,20 +45,11 @@ def table_rows(records: list[dict]) -> list[list[str]]:
 
     A task scored by one metric has a ``score`` equal to it: the two share one row, ``METRIC (= score)``.
     """
-    medians = [r for r in records if r.get("seed") == "median" and r.get("step") is not None]
-    medians.sort(key=lambda r: (int(r["step"]), r["task"], r["metric"] == "score", r["metric"]))
-    groups: dict[tuple[int, str], list[dict]] = {}
-    for r in medians:
-        groups.setdefault((int(r["step"]), r["task"]), []).append(r)
-    rows = []
-    for group in groups.values():
-        named = [r for r in group if r["metric"] != "score"]
-        same = len(named) == 1 and len(group) == 2 and all(group[0][k] == group[1][k] for k in ("value", "min", "max", "n"))
-        for r in named if same else group:
-            metric = f"{r['metric']} (= score)" if same else str(r["metric"])
-            rows.append([str(r["step"]), wrap_label(str(r["task"]), 60, max_lines=1), metric, score(r["value"], 2),
-                         f"{score(r['min'], 2)} – {score(r['max'], 2)}", str(r["n"])])
-    return rows
+    from posviz.finetune.results import shown_medians
+
+    return [[str(r["step"]), wrap_label(str(r["task"]), 60, max_lines=1), metric, score(r["value"], 2),
+             f"{score(r['min'], 2)} – {score(r['max'], 2)}", str(r["n"])]
+            for r, metric in shown_medians([r for r in records if r.get("step") is not None])]
 
 
 def build(ctx: ReportContext) -> list:
