@@ -45,7 +45,7 @@ OVERVIEW_TASKS = (("builtin/shuffled", "shuffled (word order)"), ("builtin/bshif
 _RUN = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling tisa_table3_figure2, however this is loaded
 
-from tisa_table3_figure2 import figure2, figure2_markdown  # noqa: E402
+from tisa_table3_figure2 import COLORS, figure2, figure2_markdown  # noqa: E402
 
 
 def runs_by_config(out: Path) -> dict[str, list[Path]]:
@@ -144,7 +144,7 @@ def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[
         by_step = []
     if by_step:
         _write_rows(results / "score-by-step", [{**r, "values": json.dumps(r["values"])} for r in by_step])
-        save_figure(plot_score_by_step(by_step), results / "score-by-step.png")
+        save_figure(plot_score_by_step(by_step, colors=COLORS), results / "score-by-step.png")  # figure2's colours
         written += [results / f"score-by-step{ext}" for ext in (".csv", ".json", ".png")]
     rows, fig = figure2(runs, curve)
     if fig is not None:

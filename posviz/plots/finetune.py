@@ -18,7 +18,7 @@ Artists carry ``gid`` values (``table3:TASK:ARM:LABEL`` and its ``table3-spread:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posviz.plots.common import new_figure
@@ -86,7 +86,8 @@ def plot_table3(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = ("ba
     return fig
 
 
-def plot_score_by_step(rows: Sequence[dict[str, Any]], *, title: str | None = None, ylabel: str | None = None):
+def plot_score_by_step(rows: Sequence[dict[str, Any]], *, title: str | None = None, ylabel: str | None = None,
+                       colors: Mapping[str, str] | None = None):
     """Downstream score against pre-training step, one line per configuration with its seed spread.
 
     Parameters
@@ -95,6 +96,8 @@ def plot_score_by_step(rows: Sequence[dict[str, Any]], *, title: str | None = No
         Output of :func:`posviz.compare.finetune.score_by_step`.
     title, ylabel
         Figure title and y label (defaults name the tasks averaged).
+    colors
+        ``{configuration: colour}`` (default: the palette in turn), to match other figures of the same runs.
 
     Returns
     -------
@@ -105,7 +108,7 @@ def plot_score_by_step(rows: Sequence[dict[str, Any]], *, title: str | None = No
     configs = list(dict.fromkeys(r["config"] for r in rows))
     for i, config in enumerate(configs):
         mine = [r for r in rows if r["config"] == config]
-        color = _COLORS[i % len(_COLORS)]
+        color = (colors or {}).get(config, _COLORS[i % len(_COLORS)])
         steps = [r["step"] for r in mine]
         n = max(r["n"] for r in mine)
         ax.plot(steps, [r["mean"] for r in mine], "-o", ms=4, lw=1.6, color=color, gid=f"by-step:{config}",

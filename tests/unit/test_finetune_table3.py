@@ -180,6 +180,8 @@ def test_figures_plot_the_tabulated_values(tmp_path):
     fig = plot_score_by_step(rows)
     line = fig.findobj(lambda a: a.get_gid() == "by-step:tupe-a")[0]
     assert line.get_xydata().tolist() == [[10, 52.0], [20, 63.0]]
+    line = plot_score_by_step(rows, colors={"tupe-a": "#d95f02"}).findobj(lambda a: a.get_gid() == "by-step:tupe-a")[0]
+    assert line.get_color() == "#d95f02"  # a configuration's colour, as given
 
     arms = {"a": ["abs", "abs-s1", "abs-s3", "abs-s5"]}
     t3 = table3({"abs": config("abs", {0: {"t": [60]}, 1: {"t": [50]}}), "abs-s3": config("abs-s3", {0: {"t": [70]}})}, arms)
