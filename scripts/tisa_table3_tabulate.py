@@ -74,14 +74,9 @@ def _write_rows(stem: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 def _cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> dict[tuple[str, str], str]:
     """``{(task, configuration): "median (min–max)"}`` from Table 3 rows (their ``COLUMN config`` names the run)."""
-    cells = {}
-    for r in rows:
-        for c in columns:
-            if r.get(c) is None:
-                continue
-            spread = f" ({r[f'{c} min']:.1f}–{r[f'{c} max']:.1f})" if r[f"{c} n"] > 1 else ""
-            cells[(r["task"], r[f"{c} config"])] = f"{r[c]:.1f}{spread}"
-    return cells
+    from posviz.compare.finetune import table3_cell
+
+    return {(r["task"], r[f"{c} config"]): table3_cell(r, c) for r in rows for c in columns if r.get(c) is not None}
 
 
 def overview_markdown(table3_rows: Sequence[dict[str, Any]], tupe_rows: Sequence[dict[str, Any]]) -> str:

@@ -206,6 +206,13 @@ def _fmt(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def table3_cell(row: dict[str, Any], column: str, digits: int = 1) -> str:
+    """One Table 3 cell as text: ``median (min–max)`` over pre-training seeds, the median alone for one seed, ``–`` if none."""
+    value, lo, hi = row[column], row[f"{column} min"], row[f"{column} max"]
+    spread = f" ({_fmt(lo, digits)}–{_fmt(hi, digits)})" if value is not None and row[f"{column} n"] > 1 else ""
+    return _fmt(value, digits) + spread
+
+
 def table3_markdown(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = TABLE3_COLUMNS, digits: int = 1) -> str:
     """Table 3 as a markdown table: one line per task, per arm its columns, ``|Δ|`` (escaped: ``\\|Δ\\|``) and ``Δ%``.
 
@@ -224,10 +231,7 @@ def table3_markdown(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = 
             if r is None:
                 cells += ["–"] * (len(columns) + 2)
                 continue
-            for c in columns:
-                value, lo, hi = r[c], r[f"{c} min"], r[f"{c} max"]
-                spread = f" ({_fmt(lo, digits)}–{_fmt(hi, digits)})" if value is not None and r[f"{c} n"] > 1 else ""
-                cells.append(_fmt(value, digits) + spread)
+            cells += [table3_cell(r, c, digits) for c in columns]
             cells += [_fmt(r["abs_delta"], digits), "–" if r["delta_pct"] is None else f"{r['delta_pct']:.{digits}f}%"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
