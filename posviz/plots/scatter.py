@@ -266,6 +266,28 @@ def draw_trajectory_panel(ax, trajectories: Sequence[Trajectory], *, ylabel: str
     return lines
 
 
+def _labelled_steps(paths: Sequence[DownstreamPath], near: tuple[float, float] = (0.15, 0.05)) -> set[tuple[int, int]]:
+    """``{(path index, step)}`` to label: every step of one or two paths; of more, each path's first and last.
+
+    With more than two paths a label is also left out where the same step is already labelled
+    within ``near`` (fractions of the points' x and y ranges): runs that end together get one
+    ``step N``, not a pile of them.
+    """
+    if len(paths) <= 2:
+        return {(i, step) for i, p in enumerate(paths) for step in p.steps}
+    points = [xy for p in paths for xy in p.trajectory.points]
+    dx, dy = (f * (max(v) - min(v)) for f, v in zip(near, zip(*points, strict=True), strict=True))
+    placed: list[tuple[int, float, float]] = []  # (step, x, y) of the labels kept
+    labelled = set()
+    for i, p in enumerate(paths):
+        for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
+            if step in (p.steps[0], p.steps[-1]) and not any(
+                    s == step and abs(x - u) <= dx and abs(y - v) <= dy for s, u, v in placed):
+                placed.append((step, x, y))
+                labelled.add((i, step))
+    return labelled
+
+
 def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8,
                           title: str = "Fine-tuned runs: each run's own tasks\n(not the ALBERT benchmark average)",
                           colors: Sequence[str] | None = None) -> list:
@@ -298,20 +320,13 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     from posviz.compare.downstream import DOWNSTREAM_YLABEL
 
     lines = draw_trajectories(ax, [p.trajectory for p in paths], colors=colors)
-    points = [xy for p in paths for xy in p.trajectory.points]
-    near = [f * (max(v) - min(v)) for f, v in zip((0.15, 0.05), zip(*points, strict=True), strict=True)] if points else [0.0, 0.0]
-    placed: list[tuple[int, float, float]] = []  # (step, x, y) of the labels drawn
-    for line, p in zip(lines, paths, strict=True):
+    labelled = _labelled_steps(paths)
+    for i, (line, p) in enumerate(zip(lines, paths, strict=True)):
         line.set_gid(f"downstream:{p.trajectory.label}")
-        ends = {p.steps[0], p.steps[-1]}
         for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
-            # with many paths, label the ends only, and a step once where several runs' labels would pile up
-            if len(paths) > 2 and (step not in ends or any(
-                    s == step and abs(x - u) <= near[0] and abs(y - v) <= near[1] for s, u, v in placed)):
-                continue
-            placed.append((step, x, y))
-            ax.annotate(f"step {step}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=fontsize - 1.5,
-                        color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
+            if (i, step) in labelled:
+                ax.annotate(f"step {step}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=fontsize - 1.5,
+                            color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
     ax.set_xlabel(xlabel or "Toeplitzness of P")
     ax.set_ylabel(DOWNSTREAM_YLABEL)
     ax.set_title(title, fontsize=9)
