@@ -124,7 +124,8 @@ def resolve_targets(sources: list[str], checkpoints: str | list[int] | None = No
     SourceError
         A missing path, a run with no complete checkpoint, a step it did not keep.
     OptionError
-        ``checkpoints`` with a model that is not a run, or with ``RUN@STEP``.
+        ``checkpoints`` with a model that is not a run, or with ``RUN@STEP``; a
+        results folder (``out``) that is, or lies under, a file.
     """
     from posviz.read.runs import run_reference
 
@@ -132,6 +133,8 @@ def resolve_targets(sources: list[str], checkpoints: str | list[int] | None = No
         raise OptionError("give at least one SOURCE", "a posviz train run folder, RUN@STEP, a model folder or a hub id")
     others = [s for s in sources if run_reference(str(s)) is None]
     base = Path(out) if out is not None else Path(DEFAULT_OUT)
+    if others:
+        _check_folder(base, "--out" if out is not None else "the default results folder")
     targets: list[Target] = []
     for spec in map(str, sources):
         run = run_reference(spec)
@@ -142,3 +145,10 @@ def resolve_targets(sources: list[str], checkpoints: str | list[int] | None = No
             raise OptionError(f"--checkpoints applies to posviz train runs, and {spec} is not one")
         targets.append(_model_target(spec, base if len(others) == 1 else base / _slug(spec)))
     return targets
+
+
+def _check_folder(path: Path, what: str) -> None:
+    """Refuse a results folder that could not be created: it, or the nearest of its parents that exists, is a file."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OptionError(f"{what} {path} cannot be a folder: {existing} is a file", "give a folder with --out")

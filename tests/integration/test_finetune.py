@@ -143,6 +143,13 @@ def test_bad_sources_are_one_line_errors(tiny_checkpoints, fruit_csv, tmp_path):
     res = CliRunner().invoke(app, ["finetune", str(empty), "--task", f"csv:{fruit_csv}"])
     assert res.exit_code == 2 and "no complete checkpoint" in res.stderr
     assert not (tmp_path / "o").exists() and not (empty / "finetune").exists()
+    taken = tmp_path / "taken.txt"
+    taken.write_text("notes")
+    for out in (taken, taken / "sub"):  # a file, or a folder under one: refused before any model is loaded
+        res = CliRunner().invoke(app, ["finetune", str(tiny_checkpoints("bert")), "--task", f"csv:{fruit_csv}", "--out", str(out)])
+        assert res.exit_code == 2 and res.stderr.splitlines() == [
+            f"error: --out {out} cannot be a folder: {taken} is a file (hint: give a folder with --out)"]
+    assert taken.read_text() == "notes"
 
 
 def test_unknown_task_from_a_subprocess(absolute_run):
