@@ -78,9 +78,12 @@ class TaskData:
 
 
 def check_task(data: TaskData) -> TaskData:
-    """Raise :class:`TaskError` for an empty split or a dev label never seen in training; return ``data``."""
+    """Raise :class:`TaskError` for an empty split, one class only, or a dev label never seen in training; return ``data``."""
     if not data.train:
         raise TaskError(f"task {data.task}: the training split is empty", "give a file with at least one example")
+    if data.labels is not None and len(data.labels) < 2:  # one class would make a one-output (regression) head
+        raise TaskError(f"task {data.task}: every training label is {data.labels[0]!r}; a classification task needs two or more",
+                        "give examples of at least two labels, or real-valued labels for regression")
     for split, examples in data.dev.items():
         name = f"the {split + ' ' if split else ''}dev split"
         if not examples:

@@ -67,6 +67,7 @@ def test_jsonl_pairs_regression_and_given_dev(tmp_path):
     ("unseen-label", "label(s) 'maybe' never seen in training"),
     ("empty-train", "the training split is empty"),
     ("empty-dev", "the dev split is empty"),
+    ("one-label", "every training label is 1; a classification task needs two or more"),
     ("missing-file", "does not exist"),
 ])
 def test_bad_tasks_are_one_line_errors(tmp_path, case, message):
@@ -80,6 +81,7 @@ def test_bad_tasks_are_one_line_errors(tmp_path, case, message):
         "empty-train": f"csv:{_csv(tmp_path / 'e.csv', [])},{good}",
         "empty-dev": f"csv:{good},{_csv(tmp_path / 'e.csv', [])}",
         "missing-file": f"csv:{tmp_path / 'nope.csv'}",
+        "one-label": f"csv:{_csv(tmp_path / 'one.csv', [('a b', 1), ('c d', 1), ('e f', 1)])}",
     }
     with pytest.raises(PosvizError) as e:
         load_task(specs[case])
