@@ -34,6 +34,19 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: int = 150) -> Path:
     return path
 
 
+def keep_min_span(ax, *, x: float | None = None, y: float | None = None) -> None:
+    """Widen an axis whose view spans less than ``x`` (or ``y``) to that span, about its centre.
+
+    Autoscaling stretches any change to the full width: a Toeplitzness that moves by
+    0.001 would look like one that moves by 0.5. Call after plotting and margins.
+    """
+    for span, get, put in ((x, ax.get_xlim, ax.set_xlim), (y, ax.get_ylim, ax.set_ylim)):
+        if span is not None:
+            lo, hi = get()
+            if hi - lo < span:
+                put((lo + hi - span) / 2, (lo + hi + span) / 2)
+
+
 def short_label(text: str, width: int = 48) -> str:
     """Shorten long paths for titles, keeping the end."""
     return text if len(text) <= width else "…" + text[-(width - 1) :]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from posviz.compare.trajectories import Trajectory
-from posviz.plots.common import new_figure, short_label
+from posviz.plots.common import keep_min_span, new_figure, short_label
 from posviz.util.format import VARIANT_TEXT
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ SIZE_COLORS: dict[str, str] = {"base": "#1b9e77", "large": "#d95f02", "xlarge": 
 #: Markers of extra models, in order.
 EXTRA_MARKERS: tuple[str, ...] = ("*", "D", "P", "X", "^", "v", "s", "h")
 _EXTRA_COLORS: tuple[str, ...] = ("#222222", "#1f78b4", "#a6761d", "#666666", "#e31a1c", "#33a02c", "#6a3d9a", "#b15928")
+#: Narrowest Toeplitzness (R²) and score (percentage points) spans of a run panel: smaller moves stay small on it.
+MIN_TOEPLITZ_SPAN, MIN_SCORE_SPAN = 0.05, 5.0
 
 
 def draw_trajectories(ax, trajectories: Sequence[Trajectory], *, colors: Sequence[str] | None = None) -> list:
@@ -262,30 +264,39 @@ def draw_trajectory_panel(ax, trajectories: Sequence[Trajectory], *, ylabel: str
     ax.set_title("Trajectories (open circle: start)", fontsize=9)
     ax.grid(True, color="0.9", lw=0.8)
     ax.margins(x=0.1, y=0.1)
+    keep_min_span(ax, x=MIN_TOEPLITZ_SPAN)
     ax.legend(handles=lines, fontsize=fontsize, frameon=False, loc="best")
     return lines
 
 
-def _labelled_steps(paths: Sequence[DownstreamPath], near: tuple[float, float] = (0.15, 0.05)) -> set[tuple[int, int]]:
-    """``{(path index, step)}`` to label: every step of one or two paths; of more, each path's first and last.
+def _step_labels(paths: Sequence[DownstreamPath], near: tuple[float, float] = (0.15, 0.05)) -> dict[tuple[int, int], list[int]]:
+    """``{(path index, step): steps}``: where to put a step label, and the steps it names.
 
-    With more than two paths a label is also left out where the same step is already labelled
-    within ``near`` (fractions of the points' x and y ranges): runs that end together get one
-    ``step N``, not a pile of them.
+    One or two paths get every step, more get each path's first and last. Labels that
+    would overlap (within ``near``, fractions of the x and y spans the panel shows at the
+    least) are thinned: of the same step on several paths one is kept (runs that end
+    together get one ``step N``), and steps of one path share a label (``steps 10, 20``).
     """
-    if len(paths) <= 2:
-        return {(i, step) for i, p in enumerate(paths) for step in p.steps}
     points = [xy for p in paths for xy in p.trajectory.points]
-    dx, dy = (f * (max(v) - min(v)) for f, v in zip(near, zip(*points, strict=True), strict=True))
-    placed: list[tuple[int, float, float]] = []  # (step, x, y) of the labels kept
-    labelled = set()
+    spans = [max(max(v) - min(v), least) for v, least in zip(zip(*points, strict=True), (MIN_TOEPLITZ_SPAN, MIN_SCORE_SPAN), strict=True)]
+    dx, dy = (f * span for f, span in zip(near, spans, strict=True))
+    labels: dict[tuple[int, int], list[int]] = {}
+    placed: list[tuple[int, int, float, float]] = []  # (path, step, x, y) of the labels kept
     for i, p in enumerate(paths):
-        for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
-            if step in (p.steps[0], p.steps[-1]) and not any(
-                    s == step and abs(x - u) <= dx and abs(y - v) <= dy for s, u, v in placed):
-                placed.append((step, x, y))
-                labelled.add((i, step))
-    return labelled
+        at = dict(zip(p.steps, p.trajectory.points, strict=True))
+        shown = p.steps if len(paths) <= 2 else (p.steps[0], p.steps[-1])
+        for step in sorted(dict.fromkeys(shown), key=lambda s: s not in (p.steps[0], p.steps[-1])):  # ends first
+            x, y = at[step]
+            close = [(j, s) for j, s, u, v in placed if abs(x - u) <= dx and abs(y - v) <= dy]
+            if any(s == step for _, s in close):
+                continue
+            mine = next(((j, s) for j, s in close if j == i), None)
+            if mine is not None:
+                labels[mine].append(step)
+            else:
+                placed.append((i, step, x, y))
+                labels[i, step] = [step]
+    return labels
 
 
 def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | None = None, fontsize: float = 8,
@@ -295,7 +306,8 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
 
     One path per run through its checkpoints in step order (open circle: the earliest,
     arrow into the latest, like ALBERT's v1 → v2), each point labelled with its step (with more
-    than two paths only the first and last, once where several runs' labels would overlap).
+    than two paths only the first and last; labels that would overlap are thinned or merged,
+    :func:`_step_labels`).
 
     Parameters
     ----------
@@ -320,18 +332,21 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     from posviz.compare.downstream import DOWNSTREAM_YLABEL
 
     lines = draw_trajectories(ax, [p.trajectory for p in paths], colors=colors)
-    labelled = _labelled_steps(paths)
+    labels = _step_labels(paths)
     for i, (line, p) in enumerate(zip(lines, paths, strict=True)):
         line.set_gid(f"downstream:{p.trajectory.label}")
         for step, (x, y) in zip(p.steps, p.trajectory.points, strict=True):
-            if (i, step) in labelled:
-                ax.annotate(f"step {step}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=fontsize - 1.5,
-                            color=line.get_color(), gid=f"downstream-step:{p.trajectory.label}:{step}")
+            steps = sorted(labels.get((i, step), []))
+            if steps:
+                ax.annotate(f"step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}", (x, y), xytext=(5, 4),
+                            textcoords="offset points", fontsize=fontsize - 1.5, color=line.get_color(),
+                            gid=f"downstream-step:{p.trajectory.label}:{','.join(map(str, steps))}")
     ax.set_xlabel(xlabel or "Toeplitzness of P")
     ax.set_ylabel(DOWNSTREAM_YLABEL)
     ax.set_title(title, fontsize=9)
     ax.grid(True, color="0.9", lw=0.8)
     ax.margins(x=0.15, y=0.15)
+    keep_min_span(ax, x=MIN_TOEPLITZ_SPAN, y=MIN_SCORE_SPAN)
     ax.legend(handles=lines, fontsize=fontsize, frameon=False, loc="best")
     return lines
 
