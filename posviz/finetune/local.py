@@ -53,6 +53,10 @@ def _rows(path: Path, kind: str, spec: str) -> list[dict[str, Any]]:
         raise TaskError(f"task {spec}: {path} has no {' or '.join(missing) or 'value in a text or label'} column"
                         + (f" (columns: {', '.join(map(str, columns)) or 'none'})" if missing else " on some rows"),
                         "give columns text and label, and optionally text_pair")
+    nested = next((r["label"] for r in rows if isinstance(r["label"], (list, dict))), None)
+    if nested is not None:  # JSON lists and objects: no class to name, no number to regress on
+        raise TaskError(f"task {spec}: {path} has a label that is not a single value ({json.dumps(nested)[:40]})",
+                        "give each example one label: a class (text or whole number) or a real number")
     return rows
 
 
@@ -75,8 +79,12 @@ def _examples(rows: list[dict[str, Any]], kind: str) -> list[Example]:
     return out
 
 
-def _regression(examples: list[Example]) -> list[Example]:
+def _regression(examples: list[Example], spec: str, split: str) -> list[Example]:
     """Real-valued labels: every label as a float (a file may write 3 beside 2.5)."""
+    bad = next((e.label for e in examples if isinstance(e.label, bool) or not isinstance(e.label, (int, float))), None)
+    if bad is not None:
+        raise TaskError(f"task {spec}: the training labels are real numbers (regression), and a {split} label is {bad!r}",
+                        "give numbers in every split, or classes (no decimal point) in every split")
     return [Example(e.text, e.text_pair, float(e.label)) for e in examples]
 
 
@@ -99,7 +107,7 @@ def load_local(spec: str, kind: str, rest: str) -> TaskData:
     values = [e.label for e in train]
     regression = any(isinstance(v, float) for v in values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if regression:
-        train, dev = _regression(train), _regression(dev)
+        train, dev = _regression(train, spec, "training"), _regression(dev, spec, "dev")
     labels = labels_of([e.label for e in train])
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
     metrics = ("pearson", "spearman") if labels is None else ("accuracy",)

@@ -20,6 +20,11 @@ def _csv(path, rows, header=("text", "label")):
     return path
 
 
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows), encoding="utf-8")
+    return path
+
+
 def test_metrics_match_their_definitions():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 200)
@@ -68,6 +73,8 @@ def test_jsonl_pairs_regression_and_given_dev(tmp_path):
     ("empty-train", "the training split is empty"),
     ("empty-dev", "the dev split is empty"),
     ("one-label", "every training label is 1; a classification task needs two or more"),
+    ("regression-dev-class", "the training labels are real numbers (regression), and a dev label is 'high'"),
+    ("nested-label", "has a label that is not a single value ([1, 2])"),
     ("missing-file", "does not exist"),
 ])
 def test_bad_tasks_are_one_line_errors(tmp_path, case, message):
@@ -82,6 +89,9 @@ def test_bad_tasks_are_one_line_errors(tmp_path, case, message):
         "empty-dev": f"csv:{good},{_csv(tmp_path / 'e.csv', [])}",
         "missing-file": f"csv:{tmp_path / 'nope.csv'}",
         "one-label": f"csv:{_csv(tmp_path / 'one.csv', [('a b', 1), ('c d', 1), ('e f', 1)])}",
+        "regression-dev-class": f"jsonl:{_jsonl(tmp_path / 'r.jsonl', [('a b', 1.5), ('c d', 0.5)])},"
+                                f"{_jsonl(tmp_path / 'rd.jsonl', [('e f', 'high')])}",
+        "nested-label": f"jsonl:{_jsonl(tmp_path / 'n.jsonl', [('a b', 0), ('c d', [1, 2])])}",
     }
     with pytest.raises(PosvizError) as e:
         load_task(specs[case])
