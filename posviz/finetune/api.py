@@ -90,9 +90,9 @@ def _seed_records(target: Target, data: TaskData, seed: int, metrics: dict[str, 
 
 
 def finetune(
-    sources: Sequence[str | os.PathLike],
+    sources: str | os.PathLike | Sequence[str | os.PathLike],
     *,
-    tasks: Sequence[str],
+    tasks: str | Sequence[str],
     seeds: Sequence[int] = (0,),
     checkpoints: str | Sequence[int] | None = None,
     steps: int | None = None,
@@ -115,9 +115,9 @@ def finetune(
     ----------
     sources
         ``posviz train`` run folders (newest complete checkpoint), ``RUN@STEP``,
-        model folders or hub ids (see :mod:`posviz.finetune.targets`).
+        model folders or hub ids (see :mod:`posviz.finetune.targets`); one, or a list.
     tasks
-        Task specs: ``glue/NAME``, ``csv:PATH[,DEV]``, ``jsonl:PATH[,DEV]``,
+        One task spec, or a list of them: ``glue/NAME``, ``csv:PATH[,DEV]``, ``jsonl:PATH[,DEV]``,
         ``builtin/bshift``, ``builtin/shuffled``, ``builtin/replaced`` (see docs/finetune.md).
     seeds
         Fine-tuning seeds; medians are taken over them.
@@ -144,6 +144,10 @@ def finetune(
     """
     from posviz.finetune.loop import quiet_transformers
 
+    if isinstance(sources, (str, os.PathLike)):  # one source, not its characters
+        sources = [sources]
+    if isinstance(tasks, str):
+        tasks = [tasks]
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if not tasks or not seeds:
         raise OptionError("give at least one --task and one seed", "for example --task builtin/bshift --seeds 0,1,2")

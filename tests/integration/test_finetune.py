@@ -128,7 +128,7 @@ def test_an_interrupted_seed_resumes_from_its_trainer_checkpoint(absolute_run, f
     work = results_path(run, task[0], 12).parent / ".work"
     assert sorted(p.name for p in work.rglob("checkpoint-*")) == ["checkpoint-8"]
     monkeypatch.setattr(Trainer, "predict", predict)
-    resumed = posviz.finetune([run], tasks=task, steps=8, batch_size=16, resume=True)
+    resumed = posviz.finetune(run, tasks=task[0], steps=8, batch_size=16, resume=True)  # one source, one task: no lists needed
     assert [r["value"] for r in resumed] == [r["value"] for r in whole]
     assert not work.exists()
 
