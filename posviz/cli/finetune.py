@@ -11,7 +11,7 @@ from posviz.cli.messages import report_error
 from posviz.cli.options import TEXT_EXTENSIONS, OutputFormat, Precision
 
 
-def _ints(text: str | None, option: str) -> list[int] | None:
+def _ints(text: str | None, option: str, example: str = "0,1,2") -> list[int] | None:
     from posviz.errors import OptionError
 
     if text is None:
@@ -19,7 +19,7 @@ def _ints(text: str | None, option: str) -> list[int] | None:
     try:
         values = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise OptionError(f"{option} {text}: give whole numbers separated by commas, e.g. 0,1,2") from None
+        raise OptionError(f"{option} {text}: give whole numbers separated by commas, e.g. {example}") from None
     if not values:
         raise OptionError(f"{option} {text}: give at least one number")
     return values
@@ -90,7 +90,7 @@ def command(
     if output is not None:
         check_output_path(output, tuple(TEXT_EXTENSIONS))
         kind = TEXT_EXTENSIONS[output.suffix.lower()] if fmt is OutputFormat.table else kind
-    picked: str | list[int] | None = checkpoints if checkpoints in (None, "all") else _ints(checkpoints, "--checkpoints")
+    picked: str | list[int] | None = checkpoints if checkpoints in (None, "all") else _ints(checkpoints, "--checkpoints", "200,400, or all")
     main = process_rank() == 0
     with training_processes(report=report_error) as rank:  # every process leaves through it, on every path (train.processes)
         records = finetune(sources, tasks=task, seeds=_ints(seeds, "--seeds") or [0], checkpoints=picked, steps=steps,

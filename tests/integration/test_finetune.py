@@ -150,6 +150,9 @@ def test_bad_sources_are_one_line_errors(tiny_checkpoints, fruit_csv, tmp_path):
         assert res.exit_code == 2 and res.stderr.splitlines() == [
             f"error: --out {out} cannot be a folder: {taken} is a file (hint: give a folder with --out)"]
     assert taken.read_text() == "notes"
+    res = CliRunner().invoke(app, ["finetune", str(empty), "--checkpoints", "last", "--task", f"csv:{fruit_csv}"])
+    assert res.exit_code == 2 and res.stderr.splitlines() == [
+        "error: --checkpoints last: give whole numbers separated by commas, e.g. 200,400, or all"]
 
 
 def test_unknown_task_from_a_subprocess(absolute_run):
