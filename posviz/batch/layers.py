@@ -67,7 +67,8 @@ def parse_layers(layer: int | None, layers: str | None, num_layers: int, label: 
             chosen += list(range(a, b + 1))
     for x in chosen:
         if not 0 <= x < num_layers:
-            raise OptionError(f"--layer {x} is out of range: {label} has {num_layers} layers (0-{num_layers - 1})")
+            named = f"--layer {x}" if layers is None else f"--layers {layers}: layer {x}"  # the option the user gave
+            raise OptionError(f"{named} is out of range: {label} has {num_layers} layers (0-{num_layers - 1})")
     return list(dict.fromkeys(chosen))
 
 

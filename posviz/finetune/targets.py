@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posviz.errors import OptionError, SourceError
+from posviz.util.paths import check_folder
 
 #: Where results of models that are not ``posviz train`` runs go when no ``--out`` is given.
 DEFAULT_OUT = "finetune-results"
@@ -134,7 +135,7 @@ def resolve_targets(sources: list[str], checkpoints: str | list[int] | None = No
     others = [s for s in sources if run_reference(str(s)) is None]
     base = Path(out) if out is not None else Path(DEFAULT_OUT)
     if others:
-        _check_folder(base, "--out" if out is not None else "the default results folder")
+        check_folder(base, "--out")
     targets: list[Target] = []
     for spec in map(str, sources):
         run = run_reference(spec)
@@ -145,10 +146,3 @@ def resolve_targets(sources: list[str], checkpoints: str | list[int] | None = No
             raise OptionError(f"--checkpoints applies to posviz train runs, and {spec} is not one")
         targets.append(_model_target(spec, base if len(others) == 1 else base / _slug(spec)))
     return targets
-
-
-def _check_folder(path: Path, what: str) -> None:
-    """Refuse a results folder that could not be created: it, or the nearest of its parents that exists, is a file."""
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise OptionError(f"{what} {path} cannot be a folder: {existing} is a file", "give a folder with --out")

@@ -59,16 +59,18 @@ def check_run_folder(options: TrainOptions, resume: bool) -> Path | None:
     Raises
     ------
     OptionError
-        A new run into a non-empty folder; ``--resume`` without a run, or changing
+        ``--out`` is (or lies under) a file; a new run into a non-empty folder; ``--resume`` without a run, or changing
         one of :data:`~posviz.train.options.FIXED_OPTIONS`.
     """
     from posviz.read.manifests import checkpoints
     from posviz.train.resume import resume_checkpoint
+    from posviz.util.paths import check_folder
 
     out = options.out
     run_file = out / RUN_FILE
+    check_folder(out, "--out")
     if not resume:
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if out.exists() and any(out.iterdir()):
             raise OptionError(f"{out} already exists and is not empty", "pass --resume to continue that run, or choose another --out")
         return None
     if not run_file.is_file():

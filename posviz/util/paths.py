@@ -1,5 +1,7 @@
 """Where posviz keeps files of its own: the user cache folder, one definition for every cache.
 
+:func:`check_folder` refuses an output folder that could never be created.
+
 The score cache (:mod:`posviz.batch.cache`) and the offline demo corpus
 (:mod:`posviz.train.corpus`) both live under :func:`cache_dir`, so one setting
 (``POSVIZ_CACHE_DIR``) moves or isolates all of them (see ARCHITECTURE.md).
@@ -48,3 +50,26 @@ def _root() -> Path:
     if sys.platform == "win32":
         return Path(os.environ.get("LOCALAPPDATA", home / "AppData" / "Local")) / "posviz" / "Cache"
     return home / ".cache" / "posviz"
+
+
+def check_folder(path: str | os.PathLike, what: str) -> None:
+    """Raise a one-line error if ``path`` cannot be a folder: it, or the nearest of its parents that exists, is a file.
+
+    Parameters
+    ----------
+    path
+        The folder an output will be written to (it need not exist).
+    what
+        How the message names it, e.g. ``"--out"``.
+
+    Raises
+    ------
+    OptionError
+        ``path`` or an existing parent is not a folder.
+    """
+    from posviz.errors import OptionError
+
+    path = Path(path)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OptionError(f"{what} {path} cannot be a folder: {existing} is a file", f"give a folder with {what}")

@@ -116,7 +116,7 @@ def test_as_a_process(tiny_checkpoints):
 BAD = [
     (["--layer", "2"], "bert", "--layer 2 is out of range"),
     (["--layer", "-1"], "bert", "--layer -1 is out of range"),
-    (["--layers", "0-5"], "bert", "--layer 2 is out of range"),
+    (["--layers", "0-5"], "bert", "--layers 0-5: layer 2 is out of range"),
     (["--layers", "first"], "bert", "is not 'all' or a list"),
     (["--layers", "1-0"], "bert", "is empty"),
     (["--layer", "0", "--layers", "all"], "bert", "either --layer or --layers"),

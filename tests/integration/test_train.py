@@ -187,6 +187,8 @@ def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
     tiny = tmp / "tiny.txt"
     tiny.write_text("too short to fill a block")
     return [
+        (["--scheme", "tisa", "--corpus", str(corpus), "--out", str(tiny)], f"--out {tiny} cannot be a folder: {tiny} is a file"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--out", str(tiny / "sub")], f"{tiny} is a file"),
         ([], "give --scheme"),
         (["--scheme", "tisa", "--out", str(tmp / "o1")], "give --corpus"),
         (["--scheme", "tisa", "--corpus", str(tmp / "nope.txt"), "--out", str(tmp / "o2")], "does not exist"),

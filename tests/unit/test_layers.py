@@ -24,7 +24,7 @@ def test_parse_layers(layer, layers, expected):
     (0, "all", "either --layer or --layers"),
     (None, "0-x", "is not 'all' or a list"),
     (None, "3-1", "is empty"),
-    (None, "1,4", "--layer 4 is out of range: tiny has 4 layers (0-3)"),
+    (None, "1,4", "--layers 1,4: layer 4 is out of range: tiny has 4 layers (0-3)"),
     (-1, None, "--layer -1 is out of range"),
 ])
 def test_parse_layers_rejects(layer, layers, fragment):
