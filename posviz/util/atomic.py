@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from posviz.errors import OptionError
+from posviz.util.paths import file_in_the_way
 
 # Errors of the file system rather than of posviz: reported as one line, not a traceback.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EISDIR}
@@ -47,6 +48,9 @@ def check_output_path(path: str | os.PathLike, allowed: tuple[str, ...]) -> Path
         )
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
+        blocker = file_in_the_way(parent)
+        if blocker is not None:
+            raise OptionError(f"output folder {parent} cannot be created: {blocker} is a file", "write the output elsewhere")
         raise OptionError(f"output folder {parent} does not exist", "create it first")
     if not os.access(parent, os.W_OK):
         raise OptionError(f"output folder {parent} is not writable")

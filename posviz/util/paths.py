@@ -1,6 +1,6 @@
 """Where posviz keeps files of its own: the user cache folder, one definition for every cache.
 
-:func:`check_folder` refuses an output folder that could never be created.
+:func:`check_folder` refuses an output folder that could never be created (:func:`file_in_the_way`).
 
 The score cache (:mod:`posviz.batch.cache`) and the offline demo corpus
 (:mod:`posviz.train.corpus`) both live under :func:`cache_dir`, so one setting
@@ -69,7 +69,13 @@ def check_folder(path: str | os.PathLike, what: str) -> None:
     """
     from posviz.errors import OptionError
 
+    blocker = file_in_the_way(path)
+    if blocker is not None:
+        raise OptionError(f"{what} {path} cannot be a folder: {blocker} is a file", f"give a folder with {what}")
+
+
+def file_in_the_way(path: str | os.PathLike) -> Path | None:
+    """The file that keeps ``path`` from being a folder (``path`` itself or the nearest existing parent), or ``None``."""
     path = Path(path)
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise OptionError(f"{what} {path} cannot be a folder: {existing} is a file", f"give a folder with {what}")
+    return existing if existing is not None and not existing.is_dir() else None

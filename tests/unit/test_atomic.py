@@ -71,3 +71,10 @@ def test_check_output_path(tmp_path):
         check_output_path(tmp_path / "a.jpg", (".png", ".pdf"))
     with pytest.raises(OptionError, match="does not exist"):
         check_output_path(tmp_path / "missing" / "a.png", (".png",))
+    taken = tmp_path / "taken"
+    taken.write_text("kept")
+    for folder in (taken, taken / "sub"):  # a file where a folder should be, or above it
+        with pytest.raises(OptionError) as e:
+            check_output_path(folder / "a.png", (".png",))
+        assert str(e.value).startswith(f"output folder {folder} cannot be created: {taken} is a file")
+    assert taken.read_text() == "kept"
