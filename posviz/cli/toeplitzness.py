@@ -170,7 +170,8 @@ def _plot_vs_glue(
 
         warnings.warn(f"the figure leaves out ({cmp.missing_reason}): {', '.join(cmp.missing)}", stacklevel=1)
     fig = plot_toeplitzness_vs_metric(cmp, trajectories=[p.trajectory for p in paths] or None, downstream=downstream or None,
-                                      trajectory_ylabel=RUN_METRICS[run_metric], trajectory_xlabel=run_toeplitzness_label(exclude_diagonal))
+                                      trajectory_ylabel=RUN_METRICS[run_metric], trajectory_xlabel=run_toeplitzness_label(
+                                          exclude_diagonal, heads=any(p.measure == "heads" for p in [*downstream, *paths])))
     save_figure(fig, output)
     lines = [p.summary_line() for p in [*downstream, *paths]]
     records = _report_cache(cmp.points.to_dict(orient="records")) + [rec for p in [*downstream, *paths] for rec in p.records()]

@@ -26,10 +26,13 @@ RUN_METRICS: dict[str, str] = {
 }
 
 #: x label of the trajectory panel: which Toeplitzness a run contributes is said in its legend entry.
-def run_toeplitzness_label(exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL) -> str:
-    """The x-axis label of run trajectories: which Toeplitzness, of what."""
-    return (f"Toeplitzness of P = E_P E_Pᵀ, {VARIANT_SHORT[exclude_diagonal]}\n"
-            "('mean head R²' in the legend: mean over the layer-0 heads)")
+def run_toeplitzness_label(exclude_diagonal: bool = HEADLINE_EXCLUDE_DIAGONAL, *, heads: bool = True) -> str:
+    """The x-axis label of run trajectories: which Toeplitzness, of what.
+
+    ``heads``: some run is measured by its layer-0 heads (a scheme without E_P), which the label then explains.
+    """
+    label = f"Toeplitzness of P = E_P E_Pᵀ, {VARIANT_SHORT[exclude_diagonal]}"
+    return label + "\n('mean head R²' in the legend: mean over the layer-0 heads)" if heads else label
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,11 @@ def test_fine_tuning_figures_plot_the_medians(fine_tuned, absolute_run, tmp_path
     np.testing.assert_allclose(stsb.get_xydata(), [(12, statistics.median(task_score(ABSOLUTE[12]["glue/stsb"])))])
     down = by_gid(abs_fig, f"downstream:{abs_run} (absolute; 2 tasks)")
     assert down.get_ydata() == pytest.approx([mean_of_medians(ABSOLUTE[s], ["builtin/bshift", "builtin/topic"]) for s in (6, 12)])
+    assert down.axes.get_xlabel() == "Toeplitzness of P = E_P E_Pᵀ, off-diagonal R²"  # E_P: no word on head means
     # one checkpoint: bars
     tisa_fig = pages[-1]
     bar = by_gid(tisa_fig, "run-task:builtin/topic")
+    assert [a.get_xlabel().endswith("mean over the layer-0 heads)") for a in tisa_fig.axes if a.get_xlabel()] == [False, True]
     assert bar.get_height() == statistics.median(TISA[12]["builtin/topic"]["accuracy"])
 
 
@@ -102,4 +104,5 @@ def test_albert_page_puts_fine_tuned_runs_on_their_own_panel(albert_cache, fine_
     ctx = build_context([str(abs_run)], ReportOptions(null_draws=0))
     assert by_gid(albert.build(ctx)[0], f"downstream:{abs_run} (absolute; 2 tasks)").axes.get_ylabel() == DOWNSTREAM_YLABEL
     assert down.get_ydata() == pytest.approx([64.5, 68.5])
+    assert down.axes.get_xlabel() == mlm.axes.get_xlabel() == "Toeplitzness of P, off-diagonal R²"  # both runs absolute
     assert not figure.findobj(lambda a: a.get_gid() == f"trajectory:{abs_run} (absolute)")  # not on the masked-LM panel

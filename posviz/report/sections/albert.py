@@ -179,7 +179,9 @@ def _figure_page(ctx: ReportContext, cmp):
         gap = 0.11
         each = height if not (paths and downs) else (height - gap) / 2
         top = bottom + height
-        xlabel = run_toeplitzness_label() if not (paths and downs) else "Toeplitzness of P, off-diagonal R² ('mean head R²': layer-0 heads)"
+        heads = any(p.measure == "heads" for p in [*paths, *downs])
+        xlabel = (run_toeplitzness_label(heads=heads) if not (paths and downs)
+                  else "Toeplitzness of P, off-diagonal R²" + (" ('mean head R²': layer-0 heads)" if heads else ""))
         if downs:
             top -= each
             ax_down = fig.add_axes((0.665, top, MARGIN_RIGHT - 0.665, each))

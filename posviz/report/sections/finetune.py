@@ -98,7 +98,7 @@ def _panels(fig, item) -> None:
         right.text(0.5, 0.5, "\n".join(wrap_text(e.message, 0.3, SMALL_SIZE + 0.5)), ha="center", va="center",
                    transform=right.transAxes, fontsize=SMALL_SIZE + 0.5, color="0.35")
         return
-    draw_downstream_panel(right, [path], xlabel=run_toeplitzness_label(), fontsize=SMALL_SIZE, title="")
+    draw_downstream_panel(right, [path], xlabel=run_toeplitzness_label(heads=path.measure == "heads"), fontsize=SMALL_SIZE, title="")
     right.set_title("Figure 2's axes: Toeplitzness of the fine-tuned checkpoints\nagainst the mean score over "
                     f"{', '.join(path.tasks)}", fontsize=BODY_SIZE - 1, loc="left")
     for ax in (left, right):
