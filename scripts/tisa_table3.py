@@ -85,7 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--results", type=Path, default=Path("reports/tisa-table3"), help="folder of the results (default: %(default)s)")
     p.add_argument("--keep-runs", action="store_true", help="keep each run's checkpoints once its results are copied")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="pre-training seeds (default: 0 1 2)")
-    p.add_argument("--configs", nargs="+", default=None, help="only these configurations (labels such as a-S1; default: all)")
+    labels = [c.label for c in CONFIGS]
+    p.add_argument("--configs", nargs="+", default=None, choices=labels, metavar="LABEL",
+                   help=f"only these configurations ({', '.join(labels)}; default: all)")
     p.add_argument("--size", default="tiny", choices=("tiny", "small", "base"), help="model size (default: tiny)")
     p.add_argument("--corpus", nargs="+", default=["stdlib-docstrings"], help="pre-training corpus (default: stdlib-docstrings)")
     p.add_argument("--steps", type=int, default=2000, help="pre-training steps of every run (default: 2000)")
@@ -102,7 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--finetune-lr", type=float, default=5e-4, help="fine-tuning peak learning rate (default: 5e-4)")
     p.add_argument("--train-size", type=int, default=30000, help="fine-tuning examples at most (default: 30000)")
     p.add_argument("--dev-size", type=int, default=2000, help="dev examples (default: 2000)")
-    p.add_argument("--curve-configs", nargs="+", default=["a-baseline", "tupe-A"], help="runs fine-tuned along pre-training")
+    p.add_argument("--curve-configs", nargs="+", default=["a-baseline", "tupe-A"], choices=labels, metavar="LABEL",
+                   help="runs fine-tuned along pre-training")
     p.add_argument("--curve-steps", type=int, nargs="+", default=[500, 1000, 1500], help="checkpoints of the curve (and the last)")
     args = p.parse_args(argv)
     k, n = (int(x) for x in args.shard.split("/"))
@@ -114,10 +117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def configs(args: argparse.Namespace) -> list[Config]:
     """The configurations to run (all, or those named by ``--configs``)."""
-    chosen = [c for c in CONFIGS if args.configs is None or c.label in args.configs]
-    if not chosen:
-        raise SystemExit(f"error: no configuration among {args.configs}; known: {', '.join(c.label for c in CONFIGS)}")
-    return chosen
+    return [c for c in CONFIGS if args.configs is None or c.label in args.configs]  # argparse checked the labels
 
 
 #: What defines the experiment (recorded in ``RESULTS/experiment.json``; the run selection is not part of it).

@@ -51,3 +51,9 @@ def test_pipeline_keeps_results_and_resumes_from_them(tmp_path):
     other = run(tmp_path, "--finetune-lr", "1e-3")
     assert other.returncode == 2 and other.stderr.startswith("error: ") and "finetune_lr" in other.stderr
     assert (kept / "finetune" / "step-4" / "builtin-shuffled.json").read_bytes() == before
+
+
+def test_an_unknown_configuration_is_refused_before_any_run(tmp_path):
+    res = run(tmp_path, "--configs", "a-baseline", "a-S7")  # a typo must not shrink the experiment silently
+    assert res.returncode == 2 and "invalid choice: 'a-S7'" in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
