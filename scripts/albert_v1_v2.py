@@ -108,13 +108,16 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {**{k: getattr(args, k) for k in keep}, "variants": [asdict(v) for v in variants(args)]}
 
 
-def check_settings(out: Path, wanted: dict[str, Any]) -> None:
+def check_settings(out: Path, wanted: dict[str, Any], *, started: bool = True) -> None:
     """Record the settings of a new experiment; refuse to continue one with other settings.
+
+    ``started``: some run of the recorded experiment has begun. When none has (a first
+    attempt stopped at bad input, say), other settings replace the record.
 
     Raises
     ------
     PosvizError
-        ``--eval-every`` does not divide a step count, or ``out`` holds an experiment with other settings.
+        ``--eval-every`` does not divide a step count, or ``out`` holds a started experiment with other settings.
     """
     from posviz.errors import PosvizError
     from posviz.util.atomic import write_text_atomic
@@ -127,10 +130,11 @@ def check_settings(out: Path, wanted: dict[str, Any]) -> None:
     if path.is_file():
         recorded = json.loads(path.read_text(encoding="utf-8"))
         changed = sorted(k for k in set(recorded) | set(wanted) if recorded.get(k) != wanted.get(k))
-        if changed:
+        if not changed:
+            return
+        if started:
             raise PosvizError(f"{out} holds an experiment with other settings ({', '.join(changed)} differ)",
                               f"rerun with the settings of {path}, or choose another --out")
-        return
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(wanted, indent=2) + "\n")
 
@@ -279,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with training_processes() as rank:  # under torchrun: every process leaves through it, on every path
             try:
-                check_settings(args.out, wanted)  # alike in every process (the same file, the same settings)
+                # alike in every process (the same file, the same settings)
+                check_settings(args.out, wanted, started=any(args.out.glob("*/run.json")))
             except PosvizError as e:
                 raise every_process(e) from None
             evaluations = []

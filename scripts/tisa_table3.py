@@ -205,7 +205,8 @@ def keep_results(args: argparse.Namespace, run: Path) -> Path:
 
 def run_experiment(args: argparse.Namespace) -> None:
     """Pre-train, fine-tune and keep the results of this shard's runs that have none yet, tabulating after each."""
-    check_settings(args.results, settings(args))
+    started = any(args.out.glob("*/run.json")) or any((args.results / "runs").glob("*/run.json"))
+    check_settings(args.results, settings(args), started=started)
     everything = [(c, s) for s in args.seeds for c in configs(args)]  # seed-major: every configuration's seed 0 first
     for i, (config, seed) in enumerate(everything):
         if i % args.shard_n != args.shard_k:

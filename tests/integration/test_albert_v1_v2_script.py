@@ -79,3 +79,16 @@ def test_v1_and_v2_runs_for_two_seeds_write_every_number(script, train_corpus, t
     assert script.main([*argv, "--v1-dropout", "0.2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {out} holds an experiment with other settings (variants differ)")
+
+
+def test_an_experiment_stopped_by_bad_input_is_not_held_to_its_settings(script, train_corpus, tmp_path, capsys):
+    """Bad input stops the first attempt before any run starts: the corrected rerun must not be refused."""
+    out = tmp_path / "exp"
+    argv = ["--out", str(out), "--corpus", str(train_corpus), "--steps", "4", "--eval-every", "2", "--seq-len", "32"]
+    assert script.main([*argv, "--scheme", "bogus"]) == 2
+    assert script.main([*argv, "--v1-fraction", "0"]) == 2  # other settings, yet its own error, not "other settings"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: unknown scheme 'bogus' (hint: choose one of absolute, none, tisa, absolute+tisa, tupe-a, tupe-r, t5, alibi)",
+                   "error: --train-fraction must be above 0 and at most 1, not 0.0"]
+    assert json.loads((out / "experiment.json").read_text())["variants"][0]["train_fraction"] == 0.0  # the newest record
+    assert not list(out.glob("*/run.json"))
