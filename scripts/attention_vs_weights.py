@@ -23,6 +23,7 @@ Writes ``OUT/attention-vs-weights-minilm.csv`` (one row per layer and head) and
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -38,7 +39,7 @@ def weight_rows(model: str, positions: str) -> dict[tuple[int, int], dict]:
     return {(r["layer"], r["head"]): r for r in table.rows()}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     parser.add_argument("--corpus", default="stdlib-docstrings")
@@ -51,13 +52,20 @@ def main() -> None:
     import numpy as np
     from scipy.stats import spearmanr
 
+    from posviz.errors import PosvizError
     from posviz.observe.api import attention
     from posviz.plots.common import new_figure, save_figure
+    from posviz.util.paths import check_folder
     from posviz.util.tables import emit, to_csv
 
-    weights = weight_rows(args.model, f"0:{args.seq_len}")
-    result = attention(args.model, corpus=args.corpus, seq_len=args.seq_len, layers="all", max_blocks=args.max_blocks,
-                       show_progress=True)
+    try:  # bad input: one line, exit 2, before anything is written
+        check_folder(args.out, "--out")
+        weights = weight_rows(args.model, f"0:{args.seq_len}")
+        result = attention(args.model, corpus=args.corpus, seq_len=args.seq_len, layers="all", max_blocks=args.max_blocks,
+                           show_progress=True)
+    except PosvizError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rows = []
     for r in result.records():
         w = weights[(r["layer"], r["head"])]
@@ -95,7 +103,8 @@ def main() -> None:
     save_figure(fig, args.out / f"{args.name}.png", dpi=150)
     print(f"spearman weights~attention {rho:.3f} (p={p:.2g}); weights~share {rho_share:.3f}; "
           f"wrote {args.out / args.name}.csv/.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

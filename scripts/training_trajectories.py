@@ -26,21 +26,21 @@ def run_all(args) -> dict[str, Path]:
     from posviz.train import TrainOptions, train
     from posviz.train.log import load_run_log
 
-    runs = {}
-    for scheme in args.schemes:
-        out = args.out / scheme.replace("+", "-")
-        runs[scheme] = out
+    # every scheme's options first: a bad one stops the script before any training, not after the others
+    options = {scheme: TrainOptions(scheme=scheme, corpus=[args.corpus], out=args.out / scheme.replace("+", "-"), size="tiny",
+                                    steps=args.steps, seq_len=args.seq_len, seed=args.seed, eval_every=args.eval_every,
+                                    batch_size=args.batch_size) for scheme in args.schemes}
+    for scheme, opts in options.items():
+        out = opts.out
         try:
             if load_run_log(out)["evaluations"][-1]["step"] == args.steps:
                 print(f"{scheme}: reusing {out}", file=sys.stderr)
                 continue
         except Exception:
             pass
-        options = TrainOptions(scheme=scheme, corpus=[args.corpus], out=out, size="tiny", steps=args.steps,
-                               seq_len=args.seq_len, seed=args.seed, eval_every=args.eval_every, batch_size=args.batch_size)
-        result = train(options, resume=(out / "run.json").is_file())
+        result = train(opts, resume=(out / "run.json").is_file())
         print(f"{scheme}: {result.steps_run} steps in {result.seconds:.0f} s", file=sys.stderr)
-    return runs
+    return {scheme: opts.out for scheme, opts in options.items()}
 
 
 def plot(runs: dict[str, Path], output: Path) -> None:
@@ -90,7 +90,7 @@ def summary(runs: dict[str, Path]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", nargs="+", default=list(SCHEMES))
     p.add_argument("--corpus", default="stdlib-docstrings")
@@ -103,16 +103,26 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("-o", "--output", type=Path, default=Path("reports/training-trajectories.png"))
     args = p.parse_args()
-    if args.threads:
-        import torch
+    from posviz.errors import PosvizError
+    from posviz.util.paths import check_folder
 
-        torch.set_num_threads(args.threads)
-    runs = run_all(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    plot(runs, args.output)
+    try:
+        check_folder(args.out, "--out")  # bad input stops here, before minutes of training
+        check_folder(args.output.parent, "--output's folder")
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        runs = run_all(args)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        plot(runs, args.output)
+    except PosvizError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(summary(runs))
     print(f"wrote {args.output}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
