@@ -81,7 +81,7 @@ def _checkpoint_rows(p: SeriesPoint, layers: str | None, probe: str | None, posi
     from posviz.util.progress import quiet_bytes
 
     with quiet_bytes():
-        heads = open_heads(p.spec, probe=probe or "mean", positions=positions)
+        heads = open_heads(p.spec, probe=probe, positions=positions)  # None: RoPE's default (mean); other schemes refuse a probe
         table = LayerTable(heads.metadata())
         for scored in scan_layers(heads, parse_layers(None, layers, heads.num_layers, p.spec)):
             table.add(scored)

@@ -71,6 +71,11 @@ def test_table_and_explicit_measures(series):
 def test_band_options_are_refused_for_toeplitzness(tiny_checkpoints):
     r = cli("trajectory", str(tiny_checkpoints("bert")), "--steps", "1", "--probe", "mean")
     assert r.exit_code == 2 and "--measure bands" in r.output
+    bert = tiny_checkpoints("bert")
+    r = cli("trajectory", str(bert), "--steps", "1", "--measure", "bands")  # no --probe given: the error must not name it
+    (line,) = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and line.startswith(f"error: {bert}: no RoPE band usage (learned absolute")
+    assert line.endswith("(hint: --measure bands needs a RoPE model and a probe other than none)")
 
 
 def test_a_hub_series_is_fetched_concurrently_with_the_same_rows(fake_hub, tmp_path, monkeypatch):
