@@ -24,6 +24,7 @@ where the Hub is reachable.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,8 @@ from typing import Any
 
 #: The log fields of the headline Toeplitzness (off-diagonal R²) and its null.
 EP, EP_NULL, HEADS = "toeplitzness_ep_offdiag", "null_ep_offdiag", "toeplitzness_heads_offdiag_mean"
+#: A run folder's name, ``CONFIG-sSEED`` (``scripts/tisa_table3.py`` names them so).
+RUN_NAME = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
 #: Colour per configuration (arm (a) greens from light to dark with S, TUPE-A orange).
 COLORS = {"a-baseline": "#444444", "a-S1": "#a1d99b", "a-S3": "#41ab5d", "a-S5": "#006d2c", "tupe-A": "#d95f02"}
 #: The configurations' names in ``figure2.md`` (others keep their label).
@@ -70,12 +73,13 @@ def figure2_markdown(rows: Sequence[dict[str, Any]]) -> str:
     ``rows`` are :func:`run_rows`'; runs are named ``CONFIG-sSEED``.
     """
     shown = [r for r in rows if r["toeplitzness_ep"] is not None]
+    seed = {r["run"]: int(RUN_NAME.match(r["run"])["seed"]) for r in shown}
     order = [*COLORS, *sorted({r["config"] for r in shown} - set(COLORS))]
     lines = ["| configuration | seeds | Toeplitzness of E_P per run | mean score per run (%) |", "|---|---|---|---|"]
     for config in order:
-        mine = sorted((r for r in shown if r["config"] == config), key=lambda r: int(r["run"].rsplit("-s", 1)[1]))
+        mine = sorted((r for r in shown if r["config"] == config), key=lambda r: seed[r["run"]])
         if mine:
-            seeds = ", ".join(r["run"].rsplit("-s", 1)[1] for r in mine)
+            seeds = ", ".join(str(seed[r["run"]]) for r in mine)
             ep = ", ".join(f"{r['toeplitzness_ep']:.3f}" for r in mine)
             score = ", ".join(f"{r['mean_score']:.1f}" for r in mine)
             lines.append(f"| {NAMES.get(config, config)} | {seeds} | {ep} | {score} |")

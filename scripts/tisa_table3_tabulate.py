@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,17 +41,16 @@ OVERVIEW_COLUMNS = (("a-baseline", "(a) absolute"), ("a-S1", "+ TISA S=1"), ("a-
 #: The overview's rows: (task, label) in the README's order; tasks not listed follow under their own name.
 OVERVIEW_TASKS = (("builtin/shuffled", "shuffled (word order)"), ("builtin/bshift", "bshift (word order)"),
                   ("builtin/replaced", "replaced (content only)"), ("average", "average"))
-_RUN = re.compile(r"^(?P<config>.+)-s(?P<seed>\d+)$")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling tisa_table3_figure2, however this is loaded
 
-from tisa_table3_figure2 import COLORS, figure2, figure2_markdown  # noqa: E402
+from tisa_table3_figure2 import COLORS, RUN_NAME, figure2, figure2_markdown  # noqa: E402
 
 
 def runs_by_config(out: Path) -> dict[str, list[Path]]:
     """``{configuration: [run folder, ...]}`` of the run folders under ``out`` (named ``CONFIG-sSEED``)."""
     found: dict[str, list[Path]] = {}
     for run in sorted(p for p in out.iterdir() if p.is_dir()) if out.is_dir() else []:
-        m = _RUN.match(run.name)
+        m = RUN_NAME.match(run.name)
         if m:
             found.setdefault(m["config"], []).append(run)
     return found
