@@ -137,7 +137,7 @@ def command(
     measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
     layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
-    corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, stdlib-docstrings[:N]).")] = "stdlib-docstrings",
+    corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, cpython-3.11.7-docstrings[:N]).")] = "cpython-3.11.7-docstrings",
     seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention: positions per block.")] = 128,
     max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention: blocks of the corpus.")] = 64,
 ) -> None:
@@ -147,7 +147,7 @@ def command(
     With --measure attention: the attention each checkpoint produces on one fixed set
     of token blocks (posviz attention), means over the heads of --layers.
     Examples: posviz trajectory runs/abs --plot abs.png;
-    posviz trajectory runs/abs --measure attention --corpus stdlib-docstrings:500 --seq-len 64 --plot abs-attention.png;
+    posviz trajectory runs/abs --measure attention --corpus cpython-3.11.7-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
     (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)

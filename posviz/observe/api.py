@@ -16,6 +16,7 @@ import numpy as np
 
 from posviz.errors import OptionError
 from posviz.observe.statistics import HeadAttention, layer_statistics
+from posviz.train.corpus import DEMO_CORPUS
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class AttentionResult:
     layout
         Which special tokens sit at which positions of every block.
     corpus
-        The corpus spec.
+        The corpus spec and the first 12 hex digits of its SHA-256.
     stats
         Per layer, :class:`~posviz.observe.statistics.HeadAttention`.
     means
@@ -87,17 +88,18 @@ class AttentionResult:
 
 def _blocks(loaded: Any, corpus: str | Sequence[str], seq_len: int, max_blocks: int | None) -> tuple[np.ndarray, str, str]:
     from posviz.observe.corpus_blocks import make_token_blocks
-    from posviz.train.corpus import load_corpus
+    from posviz.train.corpus import corpus_identity, load_corpus
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
-    blocks = make_token_blocks(loaded.tokenizer, load_corpus(specs), seq_len, max_blocks)
-    return blocks.ids, blocks.layout, ", ".join(specs)
+    texts = load_corpus(specs)
+    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
+    return blocks.ids, blocks.layout, f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
 
 
 def attention(
     model: str,
     *,
-    corpus: str | Sequence[str] = "stdlib-docstrings",
+    corpus: str | Sequence[str] = DEMO_CORPUS,
     seq_len: int = 128,
     layers: str | Sequence[int] | None = None,
     batch_size: int = 8,
@@ -117,7 +119,7 @@ def attention(
         Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
     corpus
         Corpus spec(s) as ``posviz train`` reads them: a text file, a folder,
-        ``stdlib-docstrings[:N]`` or a dataset id.
+        ``cpython-3.11.7-docstrings[:N]`` (the default, :data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
     seq_len
         Positions per block, special tokens included.
     layers
