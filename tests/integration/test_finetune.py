@@ -62,12 +62,83 @@ def test_json_records_medians_and_reuse(absolute_run, fruit_csv, tmp_path):
     assert "other settings (learning_rate differ)" in other.stderr and path.stat().st_mtime_ns == stamp
 
 
-def test_no_positions_score_exactly_chance_on_bigram_shift(none_run, absolute_run, train_corpus, tmp_path):
-    """The control: without positions a sentence and its bigram shift get the same output, so one of each pair is wrong.
+#: "The same logits", relative to the largest logit of the model on the pairs. The two versions of a pair are the same
+#: tokens in another order, so a model without positions computes the same sums in another order: they differ by
+#: float rounding only. float32 (as fine-tuning runs on CPU): 1e-4, about 840 float32 epsilons (2^-23); float64:
+#: 1e-12, about 4500 float64 epsilons (2^-52). Measured over 10 pre-training seeds x 2 corpora (the pinned corpus and
+#: another Python's stdlib docstrings), 16 pairs of each probe: at most 2.4e-6 (float32) and 4.6e-15 (float64).
+SAME_FLOAT32, SAME_FLOAT64 = 1e-4, 1e-12
+#: "Different logits" for the absolute model (float64, every pair): 10^4 times the float64 tolerance. Measured the same
+#: way: at least 5.3e-5 (the logit gap comes from the position table, not from rounding: float32 gives the same digits).
+APART = 1e-8
 
-    The --scheme none encoder is permutation-equivariant and pools [CLS], so the two versions of a pair differ only
-    in the order of float sums: the tolerance is zero (a flip needs a logit margin below ~1e-6). An absolute model
-    can tell them apart: fine-tuned on 16 pairs it fits them (scored on those same pairs), far above chance.
+
+def _reordered_pairs(corpus, task: str, tokenizer, n: int = 16) -> list[tuple[str, str]]:
+    """``n`` (sentence, its bigram shift or shuffle) pairs of ``corpus`` that fit 32 positions (the runs' --seq-len)."""
+    from posviz.finetune.builtin import make_pairs, sentences
+    from posviz.train.corpus import load_corpus
+
+    pairs = make_pairs(sentences(load_corpus([str(corpus)])), task, n, lambda t: len(tokenizer(t)["input_ids"]) <= 32)
+    assert len(pairs) == n
+    return pairs
+
+
+def _logits(model, tokenizer, texts: list[str]):
+    """The model's logits (as float64) and each text's token ids, padding left out."""
+    import torch
+
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc).logits.double().numpy()
+    rows = zip(enc["input_ids"].tolist(), enc["attention_mask"].tolist(), strict=True)
+    return logits, [[t for t, m in zip(ids, mask, strict=True) if m] for ids, mask in rows]
+
+
+def test_no_positions_give_a_sentence_and_its_reordering_the_same_logits(none_run, absolute_run, train_corpus):
+    """Why the control scores exactly 50 %, by construction rather than by a fine-tuning outcome.
+
+    Each run's last checkpoint under a new (seeded) classification head, as ``posviz finetune`` builds it: with
+    ``--scheme none`` (no positions, bidirectional attention, [CLS] pooled) a sentence and its bigram shift or shuffle
+    get the same logits up to float rounding; with ``--scheme absolute`` every pair gets different logits.
+    """
+    import copy
+
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    import posviz.models  # noqa: F401  (registers the posviz classes with the Auto classes)
+
+    tokenizer = AutoTokenizer.from_pretrained(none_run / "tokenizer")
+    assert (absolute_run / "tokenizer" / "tokenizer.json").read_bytes() == (none_run / "tokenizer" / "tokenizer.json").read_bytes()
+    models = {}
+    for run in (none_run, absolute_run):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(run / "checkpoint-12", num_labels=2).eval()
+        models[run] = {torch.float32: model, torch.float64: copy.deepcopy(model).double()}
+    for task in ("bshift", "shuffled"):
+        originals, altered = zip(*_reordered_pairs(train_corpus, task, tokenizer), strict=True)
+        gaps = {}
+        for run, by_dtype in models.items():
+            for dtype, model in by_dtype.items():
+                (a, ids_a), (b, ids_b) = _logits(model, tokenizer, list(originals)), _logits(model, tokenizer, list(altered))
+                # the premise: the same tokens ([CLS] first, [SEP] last) in another order
+                assert all(x != y and sorted(x) == sorted(y) for x, y in zip(ids_a, ids_b, strict=True)), task
+                gaps[run, dtype] = np.abs(a - b).max(axis=1) / np.abs(np.concatenate([a, b])).max()
+        assert gaps[none_run, torch.float32].max() <= SAME_FLOAT32, task
+        assert gaps[none_run, torch.float64].max() <= SAME_FLOAT64, task
+        assert gaps[absolute_run, torch.float64].min() >= APART, task
+
+
+def test_no_positions_score_exactly_chance_on_bigram_shift(none_run, train_corpus, tmp_path):
+    """The control end to end: fine-tuned without positions, each pair's two versions get the same prediction.
+
+    The logits of the two versions differ by float rounding only (the test above), so one of them could be predicted
+    otherwise only where the fine-tuned head's margin between its two classes is as small as that gap. Measured with
+    these settings over 10 pre-training seeds x 2 corpora (the pinned one and another Python's stdlib docstrings;
+    fine-tuning seeds 2s and 2s+1 on the probes, s on the pairs): every score exactly 50; the gap between a pair's two
+    margins at most 1.0e-7; the smallest margin on dev 1.9e-3 or more in 79 of 80 probe runs (7.0e-7 in the other),
+    8.4e-2 or more on the pairs. Here (pinned corpus, seed 0): 5.2e-3 or more, over 10^5 times the gap.
     """
     from posviz.finetune.builtin import make_pairs, sentences
     from posviz.train.corpus import load_corpus
@@ -75,17 +146,14 @@ def test_no_positions_score_exactly_chance_on_bigram_shift(none_run, absolute_ru
     pairs = make_pairs(sentences(load_corpus([str(train_corpus)])), "bshift", 16, lambda t: len(t.split()) <= 10)
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for p in pairs for y, t in enumerate(p)))
-    runs = [_copy(none_run, tmp_path, "none"), _copy(absolute_run, tmp_path, "abs")]
-    fit = {str(run): posviz.finetune([run], tasks=[f"jsonl:{path},{path}"], steps=steps, lr=1e-3, batch_size=32)
-           for run, steps in zip(runs, (8, 40), strict=True)}
-    score = {k: next(r["value"] for r in v if r["seed"] == "median" and r["metric"] == "accuracy") for k, v in fit.items()}
-    assert score[str(runs[0])] == 50.0
-    assert score[str(runs[1])] >= 65.0
-    builtin = posviz.finetune(runs[:1], tasks=["builtin/bshift", "builtin/shuffled", "builtin/replaced"], seeds=[0, 1],
+    run = _copy(none_run, tmp_path, "none")
+    fit = posviz.finetune([run], tasks=[f"jsonl:{path},{path}"], steps=8, lr=1e-3, batch_size=32)  # dev = train
+    assert next(r["value"] for r in fit if r["seed"] == "median" and r["metric"] == "accuracy") == 50.0
+    builtin = posviz.finetune([run], tasks=["builtin/bshift", "builtin/shuffled", "builtin/replaced"], seeds=[0, 1],
                               steps=3, train_size=32, dev_size=100, lr=1e-3, batch_size=16)
     for task in ("builtin/bshift", "builtin/shuffled"):  # both word-order probes: exactly chance without positions
         assert [r["value"] for r in builtin if r["task"] == task and r["metric"] == "accuracy"] == [50.0] * 3
-    document = json.loads(results_path(runs[0], "builtin/bshift", 12).read_text())
+    document = json.loads(results_path(run, "builtin/bshift", 12).read_text())
     assert document["settings"]["corpus"] == [str(train_corpus)]  # the run's pre-training corpus by default
     assert document["settings"]["task"]["dev_examples"] == {"": 100}
 

@@ -53,6 +53,8 @@ def test_run_folder_log_and_checkpoints(absolute_run):
     steps = [r["step"] for r in doc["evaluations"]]
     assert steps == [0, 6, 12] and doc["run"]["scheme"] == "absolute"
     last = doc["evaluations"][-1]
+    # 12 steps lower the held-out loss (about 6.47 at step 0) by 0.19-0.28 nats over 10 seeds x 2 corpora (the pinned
+    # one and another Python's stdlib docstrings); 0.20-0.32 for tisa and none: far from a tie.
     assert 0 <= last["eval_accuracy"] <= 1 and last["eval_loss"] < doc["evaluations"][0]["eval_loss"]
     # logged Toeplitzness = dense R² of the saved E_P (independent computation)
     e = weights(out / "checkpoint-12")["albert.embeddings.position_embeddings.weight"].astype(np.float64)
@@ -137,6 +139,7 @@ def test_bf16_autocast_training_on_cpu(corpus, tmp_path):
     assert res.exit_code == 0, res.output
     assert "cpu bf16" in res.stdout
     evals = json.loads((out / "trajectory.json").read_text())["evaluations"]
+    # finite for seeds 0-9 on both corpora (the pinned one and another Python's stdlib docstrings): 6.33-6.49 at step 3
     assert np.isfinite(evals[-1]["eval_loss"]) and evals[-1]["toeplitzness_heads_mean"] is not None
 
 

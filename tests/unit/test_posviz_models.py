@@ -65,7 +65,9 @@ def test_every_scheme_trains_on_cpu_and_round_trips(scheme, tmp_path):
         opt.step()
         losses.append(out.loss.item())
     assert all(np.isfinite(losses))
-    assert losses[-1] < 0.25 * losses[0]
+    # 30 Adam steps on one batch leave 0.11-0.17 of the first loss (every scheme, init and batch seeds 0-9; the batch
+    # is random ids, no corpus): below half is far inside that, and still says the model trains.
+    assert losses[-1] < 0.5 * losses[0]
     if scheme not in ("none", "alibi"):  # the positional parameters receive gradient (ALiBi has none)
         pos = [p for n, p in model.named_parameters() if "position" in n]
         assert pos and all(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in pos)
