@@ -9,7 +9,6 @@ import pytest
 
 from posviz.observe.statistics import (
     LayerSums,
-    diagonal_sums,
     layer_statistics,
     masked_toeplitzness,
     positional_share,
@@ -18,6 +17,7 @@ from posviz.observe.statistics import (
     toeplitz_null_mean,
 )
 from posviz.toeplitz import toeplitzness
+from posviz.toeplitz.diagonals import diagonal_sums_array as diagonal_sums
 
 
 def _softmax_rows(logits: np.ndarray, causal: bool) -> np.ndarray:
