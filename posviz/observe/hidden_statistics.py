@@ -100,16 +100,18 @@ def layer_statistics(sums: HiddenLayerSums, *, null_draws: int = 10, seed: int =
     sums
         The layer's streaming sums.
     null_draws, seed
-        Row permutations of ``V`` for the spread of the Toeplitzness null (its mean is exact).
+        Row permutations of ``V`` for the spread of the Toeplitzness null (its mean is exact; below 2 draws, no spread).
     """
-    from posviz.toeplitz.engine import score_embeddings
+    from posviz.positional_scores import PositionalScores
+    from posviz.toeplitz.engine import score
 
     v = positional_vectors(sums)
     total, between, context = sums_of_squares(sums)
     n_states = sums.blocks * len(sums.kept)
     nan = float("nan")
     if len(v) >= 2 and float(np.abs(v).max()) > 0:
-        s = score_embeddings(v, null_draws=null_draws, seed=seed)
+        # the one-head case of the engine, as score_embeddings, with the exact null mean whatever the draws
+        s = score(PositionalScores.from_embeddings(v), null=True, null_draws=null_draws if null_draws > 1 else 0, seed=seed)[0]
         tz = (float(s.toeplitzness), float(s.toeplitzness_offdiag), float(s.null_mean), float(s.null_mean_offdiag),
               float(s.null_std_offdiag), float(s.excess), float(s.excess_offdiag))
     else:  # no positional vectors to score (one position, or every position alike)
