@@ -223,3 +223,22 @@ def test_model_without_hidden_states_fails_clearly():
 
     with pytest.raises(UnsupportedModelError, match="returned no hidden states"):
         accumulate_hidden(Plain(), np.ones((2, 5), dtype=np.int64), [0], np.arange(5))
+
+
+def test_trajectory_measure_hidden(absolute_run, train_corpus, tmp_path):
+    res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "hidden", "--corpus", str(train_corpus),
+                                   "--seq-len", "32", "--max-blocks", "6", "--layers", "0,2", "--format", "json",
+                                   "--plot", str(tmp_path / "t.png")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [(r["step"], r["layer"]) for r in rows] == [(6, 0), (6, 2), (12, 0), (12, 2)]
+    assert {r["series"] for r in rows} == {f"{absolute_run} · layer 0", f"{absolute_run} · layer 2"}
+    assert (tmp_path / "t.png").stat().st_size > 10_000
+    # the same blocks, one checkpoint through the Python API
+    direct = hidden(f"{absolute_run}@12", corpus=str(train_corpus), seq_len=32, max_blocks=6, layers="0,2").records()
+    for got, want in zip(rows[2:], direct, strict=True):
+        for key in ("positional_share", "positional_share_null", "toeplitzness_offdiag", "probe_mae", "rank90"):
+            assert got[key] == want[key]
+    table = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "hidden", "--corpus", str(train_corpus),
+                                     "--seq-len", "32", "--max-blocks", "6", "--layers", "0"])
+    assert table.exit_code == 0 and "pos. share" in table.stdout and "MAE middle" in table.stdout
