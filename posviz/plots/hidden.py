@@ -36,7 +36,7 @@ def plot_hidden(result: Any, *, fig=None):
     result
         From :func:`posviz.observe.hidden.hidden`.
     fig
-        A figure to draw on (a report page); a new one by default.
+        A figure to draw on (a report page, which then carries the title and conventions); a new one by default.
 
     Returns
     -------
@@ -48,6 +48,7 @@ def plot_hidden(result: Any, *, fig=None):
     def col(key: str) -> np.ndarray:
         return np.array([r[key] for r in rows], dtype=float)
 
+    page = fig is not None
     fig = fig or new_figure(10, 7)
     axes = fig.subplots(2, 2, sharex=True)
     _panel(axes[0, 0], x, col("positional_share"), col("positional_share_null"), label="positional share",
@@ -60,6 +61,8 @@ def plot_hidden(result: Any, *, fig=None):
            null_label="chance", ylabel="accuracy")
     for ax in axes[1]:
         ax.set_xlabel("layer (0 = embedding output)", fontsize=8)
+    if page:  # a report page says what the figure shows in its own title and caption
+        return fig
     fig.suptitle(f"Position inside {short_label(result.model, 60)}", fontsize=10)
     fig.supxlabel("\n".join(textwrap.wrap(result.conventions, 160)), fontsize=6, color="0.25", x=0.01, ha="left")
     return fig

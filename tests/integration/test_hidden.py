@@ -242,3 +242,17 @@ def test_trajectory_measure_hidden(absolute_run, train_corpus, tmp_path):
     table = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "hidden", "--corpus", str(train_corpus),
                                      "--seq-len", "32", "--max-blocks", "6", "--layers", "0"])
     assert table.exit_code == 0 and "pos. share" in table.stdout and "MAE middle" in table.stdout
+
+
+def test_report_hidden_section_is_opt_in(bert, corpus, tmp_path):
+    import pypdf
+
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(bert), "--no-albert", "-o", str(out), "--hidden-corpus", str(corpus),
+                                   "--hidden-seq-len", str(N), "--hidden-max-blocks", "6"])
+    assert res.exit_code == 0, res.output
+    assert "hidden" in res.stderr.split("sections:")[1]
+    text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
+    assert "Position inside the network" in text and "6 blocks of 16 tokens" in text and "Song" in text
+    plain = CliRunner().invoke(app, ["report", str(bert), "--no-albert", "-o", str(tmp_path / "p.pdf")])
+    assert plain.exit_code == 0 and "hidden" not in plain.stderr.split("sections:")[1]
