@@ -50,7 +50,7 @@ def train_one(out: Path, blocks, vocab: int, *, nope: bool, seed: int, steps: in
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.save_pretrained(out)
     return sum(losses[-20:]) / len(losses[-20:])
 
