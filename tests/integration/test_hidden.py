@@ -131,7 +131,10 @@ def test_statistics_match_dense_hidden_states(tmp_path, model_type):
 
 
 def test_corpus_blocks_leave_special_tokens_out(bert, corpus):
-    r = hidden(str(bert), corpus=str(corpus), seq_len=N, max_blocks=6, probe_blocks=4)
+    import posviz
+
+    assert posviz.hidden is hidden  # the public API
+    r = posviz.hidden(str(bert), corpus=str(corpus), seq_len=N, max_blocks=6, probe_blocks=4)
     assert r.excluded == [0, N - 1] and r.blocks == 6 and "[CLS] at position 0" in r.layout
     frame = r.to_frame()
     assert list(frame["layer"]) == [0, 1, 2] and (frame["positions"] == N - 2).all()
