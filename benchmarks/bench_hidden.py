@@ -61,8 +61,7 @@ def added_memory(blocks: int) -> str:
     layers = list(range(loaded.num_layers + 1))
     plan = probe_plan(len(tb.ids), kept, probe_blocks=64, probe_positions=32, seed=0)
     sums = accumulate_hidden(loaded.model, tb.ids, layers, kept, plan=plan)
-    kept_bytes = sum(t.numel() * t.element_size() for parts in sums._sums.values() for t in parts)
-    sample = sum(a.nbytes for arrays in sums.sample.states.values() for a in arrays)
+    kept_bytes, sample = sums.nbytes
     d = int(sums.layer(0).total.shape[1])
     budget = 2 * len(layers) * 128 * d * 8
     return (f"sums kept: {kept_bytes / 2**20:.2f} MiB (budget 2 x {len(layers)} x 128 x {d} x 8 B = {budget / 2**20:.2f} MiB); "

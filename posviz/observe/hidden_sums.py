@@ -124,6 +124,12 @@ class HiddenSums:
                 self.sample.blocks.append(b)
                 self.sample.positions.append(self.plan[b])
 
+    @property
+    def nbytes(self) -> tuple[int, int]:
+        """``(bytes of the running sums, bytes of the probe sample)``: what this accumulator holds."""
+        sums = sum(t.numel() * t.element_size() for parts in self._sums.values() for t in parts)
+        return sums, sum(a.nbytes for arrays in self.sample.states.values() for a in arrays)
+
     def layer(self, layer: int) -> HiddenLayerSums:
         """The sums of one layer, as numpy arrays."""
         total, total_sq, mean_sq = (t.cpu().numpy() for t in self._sums[layer])
