@@ -203,11 +203,15 @@ def command(
         _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="attention")
         return
     if chosen == "hidden":
+        from posviz.cli.messages import report_error
         from posviz.compare.hidden_series import hidden_series_rows
+        from posviz.train.processes import training_processes
 
-        rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks,
-                                  seed=seed)
-        _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="hidden")
+        with training_processes(report=report_error) as rank:  # under torchrun: checkpoints shared out, rank 0 writes
+            rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all",
+                                      max_blocks=max_blocks, seed=seed)
+        if rank == 0:
+            _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="hidden")
         return
     if layers is not None or probe is not None:
         from posviz.errors import OptionError

@@ -259,3 +259,24 @@ def test_report_hidden_section_is_opt_in(bert, corpus, tmp_path):
     assert "Position inside the network" in text and "6 blocks of 16 tokens" in text and "Song" in text
     plain = CliRunner().invoke(app, ["report", str(bert), "--no-albert", "-o", str(tmp_path / "p.pdf")])
     assert plain.exit_code == 0 and "hidden" not in plain.stderr.split("sections:")[1]
+
+
+@pytest.mark.slow
+def test_trajectory_measure_hidden_shared_out_under_torchrun(absolute_run, train_corpus, tmp_path):
+    """Two processes, one checkpoint each: the merged rows, written by the main process, are the single-process ones."""
+    import os
+
+    args = ["trajectory", str(absolute_run), "--measure", "hidden", "--corpus", str(train_corpus), "--seq-len", "32",
+            "--max-blocks", "6", "--layers", "0,2", "--format", "json"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+                          "posviz", *args], capture_output=True, text=True, env=env, timeout=600)
+    assert two.returncode == 0, two.stdout + two.stderr
+    one = subprocess.run([sys.executable, "-m", "posviz", *args], capture_output=True, text=True, env=env, timeout=600)
+    assert one.returncode == 0, one.stderr
+    merged, single = json.loads(two.stdout), json.loads(one.stdout)  # one JSON document: only the main process wrote
+    assert [(r["step"], r["layer"]) for r in merged] == [(r["step"], r["layer"]) for r in single] == [(6, 0), (6, 2), (12, 0), (12, 2)]
+    for a, b in zip(merged, single, strict=True):
+        assert a.keys() == b.keys()
+        for key, value in b.items():
+            assert a[key] == (pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value), key
