@@ -40,9 +40,8 @@ def hidden_series_rows(points: Sequence[SeriesPoint], *, corpus: str | Sequence[
     from posviz.observe.hidden import hidden
     from posviz.observe.loading import load_tokenizer
     from posviz.train.corpus import load_corpus
-    from posviz.util.progress import progress
-
     from posviz.train.processes import process_rank, world_size
+    from posviz.util.progress import progress
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
     first = points[0].spec
