@@ -124,3 +124,21 @@ def test_probe_reads_a_linear_position_and_not_noise():
 def test_probe_needs_two_blocks():
     p = position_probe(np.zeros((1, 4, 3), dtype=np.float32), np.arange(4)[None], 1.5)
     assert np.isnan(p.mae) and p.test_blocks == 0
+
+
+def test_choose_alpha_is_grouped_cross_validation_of_sklearn_ridge():
+    """The closed-form path picks the alpha that refitting StandardScaler + Ridge on each fold picks (sklearn's GridSearchCV)."""
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from posviz.observe.probe import ALPHAS, choose_alpha
+
+    rng = np.random.default_rng(6)
+    groups = np.repeat(np.arange(12), 10)
+    x = rng.normal(size=(120, 30))
+    y = x[:, :3].sum(axis=1) * 5 + rng.normal(size=120) * 4
+    grid = GridSearchCV(make_pipeline(StandardScaler(), Ridge()), {"ridge__alpha": list(ALPHAS)}, cv=GroupKFold(n_splits=3),
+                        scoring="neg_mean_absolute_error").fit(x, y, groups=groups)
+    assert choose_alpha(x, y, groups) == grid.best_params_["ridge__alpha"]
