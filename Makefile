@@ -1,10 +1,15 @@
 # posviz developer commands. `make demo` and `make test` create their virtual environments on a
-# fresh machine (torch 2.13.0 CPU wheel first, then posviz with its dev extras). `make test` runs the
-# whole suite twice: in .venv (the newest transformers/huggingface_hub pip resolves) and in
-# .venv-oldest (the oldest supported pair, pinned in .ci/constraints-oldest.txt).
+# fresh machine (torch first, then posviz with its dev extras). `make test` runs the whole suite twice:
+# in .venv (PYTHON, the newest releases pip resolves, torch 2.13.0) and in .venv-oldest (PYTHON_OLDEST, every
+# lower bound of pyproject.toml pinned in .ci/constraints-oldest.txt, torch 2.2.0 among them). Which torch *build*
+# pip takes is pip's configuration: PyPI's default (CUDA on Linux, about 3 GB with its libraries) unless pip is
+# pointed at a CPU wheel (a --find-links folder, or the PyTorch CPU index as an extra index). posviz runs on both.
 PYTHON ?= python3
+# The oldest supported Python: numpy 1.24 (the lower bound) has no wheels past Python 3.11.
+PYTHON_OLDEST ?= $(or $(shell command -v python3.10 2>/dev/null),$(shell command -v python3.11 2>/dev/null),python3.10)
 VENV ?= .venv
 VENV_OLDEST ?= .venv-oldest
+TORCH ?= 2.13.0
 OLDEST := .ci/constraints-oldest.txt
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.posviz-installed
@@ -16,13 +21,14 @@ export MPLBACKEND ?= Agg
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==$(TORCH)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 $(STAMP_OLDEST): pyproject.toml $(OLDEST)
-	$(PYTHON) -m venv $(VENV_OLDEST)
-	$(VENV_OLDEST)/bin/python -m pip install --quiet torch==2.13.0
+	@$(PYTHON_OLDEST) -c 'import sys; sys.exit(0 if sys.version_info[:2] in ((3, 10), (3, 11)) else "the oldest environment needs Python 3.10 or 3.11 (numpy 1.24): make test PYTHON_OLDEST=/path/to/python3.10, or make test-newest")'
+	$(PYTHON_OLDEST) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install --quiet torch -c $(OLDEST)
 	$(VENV_OLDEST)/bin/python -m pip install --quiet -e '.[dev]' -c $(OLDEST)
 	touch $(STAMP_OLDEST)
 
@@ -54,11 +60,11 @@ SEED := $(shell $(PYTHON) -c 'import random; print(random.randrange(2**32))')
 endif
 
 test-newest: setup
-	@echo "random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
+	@echo "newest releases on $$($(BIN)/python -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'); random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
 	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 test-oldest: setup-oldest
-	@echo "random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
+	@echo "oldest releases on $$($(VENV_OLDEST)/bin/python -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'); random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
 	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q -p randomly --randomly-seed=$(SEED)
 
 ## fuzz: the property tests only, with new random examples and 10x as many; failures are kept in .hypothesis/fuzz

@@ -1,10 +1,10 @@
 """Benchmark 11: ``posviz attention`` against a plain Hugging Face forward with ``output_attentions=True``.
 
 Makes a BERT-base-shaped checkpoint (12 layers, 12 heads, hidden 768, 512 positions; random weights saved with
-``save_pretrained``, with a WordPiece tokenizer trained on the stdlib docstrings), then runs, as whole processes
+``save_pretrained``, with a WordPiece tokenizer trained on the packaged docstrings corpus), then runs, as whole processes
 and alternately:
 
-* ``posviz attention CKPT --corpus stdlib-docstrings --seq-len 512 --layers all --max-blocks B --batch-size 1
+* ``posviz attention CKPT --corpus cpython-3.11.7-docstrings --seq-len 512 --layers all --max-blocks B --batch-size 1
   --format json`` (every statistic of all 144 heads);
 * the plain script a user would start from: load the same model (eager) and tokenizer, cut the same blocks, and
   run ``model(ids, output_attentions=True)`` over them, keeping nothing.
@@ -22,17 +22,19 @@ from pathlib import Path
 
 from harness import alternate, markdown_table, posviz_cmd
 
+from posviz.train.corpus import DEMO_CORPUS
+
 PLAIN_SCRIPT = r"""
 import sys
 import torch
 from transformers import AutoModel, AutoTokenizer
 from posviz.observe.corpus_blocks import make_token_blocks
-from posviz.train.corpus import load_corpus
+from posviz.train.corpus import DEMO_CORPUS, load_corpus
 
 ckpt, blocks, device = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 tok = AutoTokenizer.from_pretrained(ckpt)
 model = AutoModel.from_pretrained(ckpt, attn_implementation="eager").to(device).eval()
-ids = make_token_blocks(tok, load_corpus(["stdlib-docstrings"]), 512, blocks).ids
+ids = make_token_blocks(tok, load_corpus([DEMO_CORPUS]), 512, blocks).ids
 with torch.inference_mode():
     for row in ids:
         out = model(input_ids=torch.as_tensor(row[None]).to(device), output_attentions=True)
@@ -48,10 +50,10 @@ def make_checkpoint(work: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from posviz.train.corpus import stdlib_docstrings
+    from posviz.train.corpus import packaged_corpus
     from posviz.train.tokenizer import train_tokenizer
 
-    tok = train_tokenizer(stdlib_docstrings(3000), vocab_size=8000, model_max_length=512)
+    tok = train_tokenizer(packaged_corpus(DEMO_CORPUS, 3000), vocab_size=8000, model_max_length=512)
     torch.manual_seed(0)
     BertModel(BertConfig(vocab_size=len(tok), max_position_embeddings=512)).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -71,7 +73,7 @@ def main() -> None:
         script = Path(tmp) / "plain.py"
         script.write_text(PLAIN_SCRIPT)
         commands = {
-            "posviz attention": posviz_cmd("attention", str(ckpt), "--corpus", "stdlib-docstrings", "--seq-len", "512",
+            "posviz attention": posviz_cmd("attention", str(ckpt), "--corpus", DEMO_CORPUS, "--seq-len", "512",
                                            "--layers", "all", "--max-blocks", str(args.blocks), "--batch-size", "1",
                                            "--device", args.device, "--format", "json"),
             "plain HF forward, output_attentions=True": [sys.executable, str(script), str(ckpt), str(args.blocks), args.device],

@@ -55,6 +55,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from posviz.train.corpus import DEMO_CORPUS
+
 SETTINGS_FILE = "experiment.json"
 PREFIX = "albert_v1_v2"
 #: Columns that describe a run rather than measure it (not averaged over seeds).
@@ -78,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     p.add_argument("--size", default="tiny", choices=("tiny", "small", "base"), help="model size (default: tiny)")
     p.add_argument("--scheme", default="absolute", help="positional scheme (default: absolute, as ALBERT)")
-    p.add_argument("--corpus", nargs="+", default=["stdlib-docstrings"], help="corpus specs, as posviz train's (default: stdlib-docstrings)")
+    p.add_argument("--corpus", nargs="+", default=[DEMO_CORPUS], help=f"corpus specs, as posviz train's (default: {DEMO_CORPUS})")
     p.add_argument("--steps", type=int, default=2000, help="steps of the v2-like runs (default: 2000)")
     p.add_argument("--v1-steps", type=int, default=None, help="steps of the v1-like runs (default: half of --steps)")
     p.add_argument("--v1-dropout", type=float, default=0.1, help="dropout of the v1-like runs (default: 0.1; v2-like: 0)")
@@ -103,9 +105,16 @@ def variants(args: argparse.Namespace) -> list[Variant]:
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What defines the experiment (recorded in ``OUT/experiment.json``)."""
+    """What defines the experiment (recorded in ``OUT/experiment.json``), the corpus by its content too."""
     keep = ("seeds", "size", "scheme", "corpus", "eval_every", "seq_len", "batch_size", "lr", "vocab_size", "precision")
-    return {**{k: getattr(args, k) for k in keep}, "variants": [asdict(v) for v in variants(args)]}
+    return {**{k: getattr(args, k) for k in keep}, **corpus_of(args.corpus), "variants": [asdict(v) for v in variants(args)]}
+
+
+def corpus_of(specs: list[str]) -> dict[str, Any]:
+    """The corpus's SHA-256, document count and size (:func:`posviz.train.corpus.corpus_identity`)."""
+    from posviz.train.corpus import corpus_identity, load_corpus
+
+    return corpus_identity(load_corpus(specs))
 
 
 def check_settings(out: Path, wanted: dict[str, Any], *, started: bool = True) -> None:
@@ -120,6 +129,7 @@ def check_settings(out: Path, wanted: dict[str, Any], *, started: bool = True) -
         ``--eval-every`` does not divide a step count, or ``out`` holds a started experiment with other settings.
     """
     from posviz.errors import PosvizError
+    from posviz.train.corpus import check_same_corpus
     from posviz.util.atomic import write_text_atomic
 
     for v in wanted["variants"]:
@@ -129,6 +139,8 @@ def check_settings(out: Path, wanted: dict[str, Any], *, started: bool = True) -
     path = out / SETTINGS_FILE
     if path.is_file():
         recorded = json.loads(path.read_text(encoding="utf-8"))
+        if started:
+            check_same_corpus(recorded, wanted, f"the experiment in {out}")
         changed = sorted(k for k in set(recorded) | set(wanted) if recorded.get(k) != wanted.get(k))
         if not changed:
             return

@@ -7,8 +7,8 @@ positions 0 .. N-1:
 * weight-based: the off-diagonal Toeplitzness of the head's position-only logits (E_P W_Q + b_Q)(E_P W_K + b_K)ᵀ
   after the embedding LayerNorm, as ``posviz heads MODEL --layers all --positions 0:N`` gives it, with its
   row-permutation null;
-* data-based: the off-diagonal Toeplitzness of the head's mean attention over blocks of the stdlib-docstrings
-  corpus, as ``posviz attention MODEL --seq-len N --layers all`` gives it, with its row-shuffle null, and the
+* data-based: the off-diagonal Toeplitzness of the head's mean attention over blocks of the packaged
+  ``cpython-3.11.7-docstrings`` corpus, as ``posviz attention MODEL --seq-len N --layers all`` gives it, with its row-shuffle null, and the
   positional share.
 
 Usage (from the repository root)::
@@ -42,7 +42,7 @@ def weight_rows(model: str, positions: str) -> dict[tuple[int, int], dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
-    parser.add_argument("--corpus", default="stdlib-docstrings")
+    parser.add_argument("--corpus", default="cpython-3.11.7-docstrings")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--max-blocks", type=int, default=256)
     parser.add_argument("--out", type=Path, default=Path("reports"))
@@ -98,7 +98,7 @@ def main() -> int:
     ax1.legend(fontsize=7, frameon=False)
     fig.colorbar(sc, ax=[ax1, ax2], label="layer", shrink=0.8)
     fig.suptitle(f"{args.model}: {len(rows)} heads, off-diagonal R² over positions 0-{args.seq_len - 1}; "
-                 f"{result.blocks} blocks of {args.corpus}\nSpearman ρ (weights vs mean attention) = {rho:.2f} (p = {p:.1g}); "
+                 f"{result.blocks} blocks of {result.corpus}\nSpearman ρ (weights vs mean attention) = {rho:.2f} (p = {p:.1g}); "
                  f"ρ (weights vs positional share) = {rho_share:.2f}", fontsize=8)
     save_figure(fig, args.out / f"{args.name}.png", dpi=150)
     print(f"spearman weights~attention {rho:.3f} (p={p:.2g}); weights~share {rho_share:.3f}; "

@@ -47,7 +47,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from albert_v1_v2 import check_settings, finished  # noqa: E402  (scripts share their run bookkeeping)
+from albert_v1_v2 import check_settings, corpus_of, finished  # noqa: E402  (scripts share their run bookkeeping)
+
+from posviz.train.corpus import DEMO_CORPUS  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--configs", nargs="+", default=None, choices=labels, metavar="LABEL",
                    help=f"only these configurations ({', '.join(labels)}; default: all)")
     p.add_argument("--size", default="tiny", choices=("tiny", "small", "base"), help="model size (default: tiny)")
-    p.add_argument("--corpus", nargs="+", default=["stdlib-docstrings"], help="pre-training corpus (default: stdlib-docstrings)")
+    p.add_argument("--corpus", nargs="+", default=[DEMO_CORPUS], help=f"pre-training corpus (default: {DEMO_CORPUS})")
     p.add_argument("--steps", type=int, default=2000, help="pre-training steps of every run (default: 2000)")
     p.add_argument("--eval-every", type=int, default=500, help="evaluate and checkpoint every N steps (default: 500)")
     p.add_argument("--seq-len", type=int, default=64, help="block length (default: 64)")
@@ -127,7 +129,7 @@ SETTINGS = ("seeds", "size", "corpus", "steps", "eval_every", "seq_len", "batch_
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """The experiment's settings, in the form :func:`albert_v1_v2.check_settings` records."""
-    return {**{k: getattr(args, k) for k in SETTINGS}, "configs": [c.label for c in CONFIGS],
+    return {**{k: getattr(args, k) for k in SETTINGS}, **corpus_of(args.corpus), "configs": [c.label for c in CONFIGS],
             "variants": [{"name": "all", "steps": args.steps}]}
 
 

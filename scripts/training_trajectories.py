@@ -5,7 +5,7 @@ Usage (from the repository root; CPU, a few minutes)::
     .venv/bin/python scripts/training_trajectories.py --steps 300 --out runs/demo -o reports/training-trajectories.png
 
 Each scheme is trained with ``posviz train``'s Python API (tiny size, sequence
-length 128, seed 0, the ``stdlib-docstrings`` corpus); existing finished runs in
+length 128, seed 0, the pinned ``cpython-3.11.7-docstrings`` corpus); existing finished runs in
 ``--out`` are reused. The figure shows, per evaluation: the Toeplitzness of
 P = E_P E_Pᵀ (schemes with a table) against its row-permutation null, the mean
 Toeplitzness of the layer-0 heads' positional scores, and held-out masked-token
@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from posviz.train.corpus import DEMO_CORPUS
 
 SCHEMES = ("absolute", "absolute+tisa", "tisa", "tupe-a", "tupe-r")
 COLORS = {"absolute": "#1f77b4", "absolute+tisa": "#ff7f0e", "tisa": "#2ca02c", "tupe-a": "#d62728", "tupe-r": "#9467bd"}
@@ -65,7 +67,9 @@ def plot(runs: dict[str, Path], output: Path) -> None:
         ax.grid(alpha=0.3)
         ax.title.set_fontsize(9)
     ax_heads.legend(fontsize=8)
-    fig.suptitle("posviz train: tiny ALBERT-style models on the stdlib-docstrings corpus (CPU, seed 0)", fontsize=10)
+    run = load_run_log(next(iter(runs.values())))["run"]
+    corpus = ", ".join(run["corpus"]) + (f" (sha256 {run['corpus_sha256'][:12]})" if run.get("corpus_sha256") else "")
+    fig.suptitle(f"posviz train: tiny ALBERT-style models on {corpus} (CPU, seed {run['seed']})", fontsize=10)
     save_figure(fig, output, dpi=110)
 
 
@@ -93,7 +97,7 @@ def summary(runs: dict[str, Path]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", nargs="+", default=list(SCHEMES))
-    p.add_argument("--corpus", default="stdlib-docstrings")
+    p.add_argument("--corpus", default=DEMO_CORPUS)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--seq-len", type=int, default=128)

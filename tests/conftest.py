@@ -211,11 +211,11 @@ TRAIN_ARGS = ("--steps", "12", "--eval-every", "6", "--seq-len", "32", "--batch-
 
 @pytest.fixture(scope="session")
 def train_corpus(tmp_path_factory) -> Path:
-    """300 docstrings of the standard library (the offline demo corpus), as a text file."""
-    from posviz.train.corpus import stdlib_docstrings
+    """The first 300 documents of the packaged corpus (the same on every Python), as a text file."""
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
 
     path = tmp_path_factory.mktemp("corpus") / "docstrings.txt"
-    path.write_text("\n\n".join(stdlib_docstrings(300)), encoding="utf-8")
+    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 300)), encoding="utf-8")
     return path
 
 

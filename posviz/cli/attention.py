@@ -41,7 +41,7 @@ def figure_paths(path: Path, layers: list[int]) -> list[tuple[int, Path]]:
 
 def command(
     model: Annotated[str, typer.Argument(help="Model folder, hub id, packaged model, RUN or RUN@STEP.", show_default=False)],
-    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Text file, folder, stdlib-docstrings[:N] or a dataset id.")] = "stdlib-docstrings",
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Text file, folder, a packaged corpus (cpython-3.11.7-docstrings[:N]), stdlib-docstrings[:N] (machine-dependent) or a dataset id.")] = "cpython-3.11.7-docstrings",
     seq_len: Annotated[int, typer.Option("--seq-len", "-n", min=2, help="Positions per block, special tokens included.")] = 128,
     layers: Annotated[str, typer.Option("--layers", help="'all' or a list like 0,2,5-7.")] = "0",
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Blocks per forward pass.")] = 8,
@@ -63,7 +63,7 @@ def command(
     profile alone explains) and the attention to position 0. Causal models are
     scored over j <= i only. Any architecture AutoModel loads, NoPE included.
 
-    Example: posviz attention bert-base-uncased --corpus stdlib-docstrings --seq-len 128 --layers all -o bert.json
+    Example: posviz attention bert-base-uncased --seq-len 128 --layers all -o bert.json
     """
     from posviz.errors import OptionError
     from posviz.observe.api import attention

@@ -65,7 +65,7 @@ def command(
     precision: Annotated[Precision, typer.Option("--precision", help="auto: bf16/fp16 autocast on CUDA, fp32 on CPU.")] = Precision.auto,
     train_size: Annotated[int | None, typer.Option("--train-size", min=1, help="At most this many training examples (a fixed subset; builtin: how many to make, default 4000).", show_default=False)] = None,
     dev_size: Annotated[int | None, typer.Option("--dev-size", min=1, help="At most this many dev examples per split (builtin default 1000).", show_default=False)] = None,
-    corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Corpus of the builtin tasks (default: the run's pre-training corpus, else stdlib-docstrings); repeatable.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Corpus of the builtin tasks (default: the run's pre-training corpus, else cpython-3.11.7-docstrings); repeatable.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Results folder for models that are not runs (runs keep theirs in RUN/finetune). (default: finetune-results)", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue interrupted seeds from their last Trainer checkpoint (finished seeds are always reused).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace results made with other settings instead of refusing.")] = False,

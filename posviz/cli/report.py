@@ -34,7 +34,7 @@ def command(
     metric: Annotated[Metric, typer.Option("--metric", help="Benchmark on the ALBERT figure's y axis (squad1/squad2: (F1+EM)/2).")] = Metric.average,
     layers: Annotated[str, typer.Option("--layers", help="Layers whose head grids get a page: 0 (default), a list like 0,5-7, or all; the layer × head page covers every layer.")] = "0",
     albert: Annotated[bool, typer.Option("--albert/--no-albert", help="Include the ALBERT v1 → v2 section (scores the eight ALBERT checkpoints from the caches, or downloads their weights when online).")] = True,
-    attention_corpus: Annotated[str | None, typer.Option("--attention-corpus", help="Add the attention section (posviz attention): run each model over this corpus (text file, folder, stdlib-docstrings[:N]); --layers chooses the layers.")] = None,
+    attention_corpus: Annotated[str | None, typer.Option("--attention-corpus", help="Add the attention section (posviz attention): run each model over this corpus (text file, folder, cpython-3.11.7-docstrings[:N]); --layers chooses the layers.")] = None,
     attention_seq_len: Annotated[int, typer.Option("--attention-seq-len", min=2, help="Positions per block of the attention section.")] = 128,
     attention_max_blocks: Annotated[int, typer.Option("--attention-max-blocks", min=1, help="Blocks of the attention section.")] = 64,
     hidden_corpus: Annotated[str | None, typer.Option("--hidden-corpus", help="Add the hidden-states section (posviz hidden): run each model over this corpus (text file, folder or the demo corpus); every layer.")] = None,

@@ -68,7 +68,7 @@ class _Display:
 
 def command(
     scheme: Annotated[Scheme | None, typer.Option("--scheme", help="Positional scheme (absolute+tisa: TISA beside E_P; tupe-r: TUPE with T5 buckets).", show_default=False)] = None,
-    corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, stdlib-docstrings[:N] (offline demo) or a HF dataset id; repeatable.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, a packaged corpus (cpython-3.11.7-docstrings[:N], the default: the same bytes everywhere), stdlib-docstrings[:N] (the running Python's: machine-dependent) or a HF dataset id; repeatable.", show_default=False)] = None,
     tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a WordPiece tokenizer on the corpus.", show_default=False)] = None,
     size: Annotated[Size | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads) or base (ALBERT base: 12×768, 12 heads). (default: tiny)", show_default=False)] = None,
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps. (default: 500)", show_default=False)] = None,
@@ -97,7 +97,7 @@ def command(
     Several processes or GPUs: torchrun --nproc_per_node N -m posviz train ...
     (--batch-size is per process; the main process writes the run folder).
 
-    Example: posviz train --scheme tisa --corpus stdlib-docstrings --steps 300
+    Example: posviz train --scheme tisa --steps 300   (the packaged corpus; or --corpus my-texts/)
     """
     from posviz.train.processes import training_processes
     from posviz.train.result import summary_lines
@@ -138,7 +138,7 @@ def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> A
 
     if out is None:
         if not resume and "scheme" not in given:
-            raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
+            raise OptionError("give --scheme", "for example: posviz train --scheme tisa")
         if resume and "scheme" not in given:
             raise OptionError("give --out with --resume", "the folder of the run to continue")
         out = default_out(given["scheme"], given.get("size", "tiny"), given.get("seed", 0))
@@ -154,9 +154,11 @@ def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> A
                 )
     merged = {**base, **given, "out": out}
     if "scheme" not in merged:
-        raise OptionError("give --scheme", "for example: posviz train --scheme tisa --corpus stdlib-docstrings")
-    if "corpus" not in merged:
-        raise OptionError("give --corpus", "text files or folders, or the offline demo corpus stdlib-docstrings")
+        raise OptionError("give --scheme", "for example: posviz train --scheme tisa")
+    if "corpus" not in merged:  # the packaged corpus: a run made without --corpus is the same run on every machine
+        from posviz.train.corpus import DEMO_CORPUS
+
+        merged["corpus"] = [DEMO_CORPUS]
     return TrainOptions(**merged)
 
 

@@ -176,7 +176,7 @@ def command(
     With --measure attention: the attention each checkpoint produces on one fixed set
     of token blocks (posviz attention), means over the heads of --layers.
     Examples: posviz trajectory runs/abs --plot abs.png;
-    posviz trajectory runs/abs --measure attention --corpus stdlib-docstrings:500 --seq-len 64 --plot abs-attention.png;
+    posviz trajectory runs/abs --measure attention --corpus cpython-3.11.7-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
     (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)

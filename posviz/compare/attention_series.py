@@ -46,19 +46,21 @@ def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len
     from posviz.observe.api import attention
     from posviz.observe.corpus_blocks import make_token_blocks
     from posviz.observe.loading import load_tokenizer
-    from posviz.train.corpus import load_corpus
+    from posviz.train.corpus import corpus_identity, load_corpus
     from posviz.util.progress import progress
 
     first = points[0].spec
     tok = load_tokenizer(first, _tokenizer_for(first))
-    blocks = make_token_blocks(tok, load_corpus([corpus]), seq_len, max_blocks)
+    texts = load_corpus([corpus])
+    corpus_sha256 = corpus_identity(texts)["corpus_sha256"]
+    blocks = make_token_blocks(tok, texts, seq_len, max_blocks)
     rows = []
     for p in progress(list(points), "checkpoint"):
         result = attention(p.spec, token_blocks=blocks.ids, block_layout=blocks.layout, layers=layers,
                            batch_size=batch_size)
         records = result.records()
         row: dict[str, Any] = {"model": p.spec, "series": p.series, "step": p.step, "measure": "attention",
-                               "corpus": corpus, "positions": result.seq_len, "blocks": result.blocks,
+                               "corpus": corpus, "corpus_sha256": corpus_sha256, "positions": result.seq_len, "blocks": result.blocks,
                                "layers": ",".join(map(str, result.layers)), "heads": len(records), "causal": result.causal}
         for name in FIELDS:
             values = np.array([r[name] for r in records], dtype=float)

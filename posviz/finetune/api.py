@@ -23,6 +23,7 @@ from posviz.finetune.results import SCORE, median_records, read_document, result
 from posviz.finetune.targets import Target, resolve_targets
 from posviz.finetune.taskdata import TaskData
 from posviz.finetune.tasks import check_spec, load_task
+from posviz.train.corpus import check_same_corpus
 from posviz.train.processes import checked_alike
 
 
@@ -77,6 +78,7 @@ def _finished(path: Path, settings: dict[str, Any], overwrite: bool) -> list[dic
         if overwrite:
             return []
         old = doc.get("settings") or {}
+        check_same_corpus(old.get("task") or {}, settings.get("task") or {}, str(path))  # the one line naming both hashes
         changed = sorted(k for k in {*old, *settings} if old.get(k) != settings.get(k))
         raise OptionError(f"{path} holds results made with other settings ({', '.join(changed)} differ)",
                           "pass --overwrite to replace them, or write elsewhere (--out for models that are not runs)")

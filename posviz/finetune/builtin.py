@@ -133,8 +133,11 @@ def load_builtin(
     name = spec.removeprefix("builtin/")
     if name not in BUILTIN_NAMES:
         raise TaskError(f"unknown built-in task {name!r}", f"choose one of {', '.join('builtin/' + n for n in BUILTIN_NAMES)}")
+    from posviz.train.corpus import DEMO_CORPUS, corpus_identity
+
     n_dev, n_train = max(1, dev_size // 2), max(1, train_size // 2)
-    pairs = make_pairs(sentences(_corpus(corpus)), name, n_dev + n_train, fits)
+    texts = _corpus(corpus)
+    pairs = make_pairs(sentences(texts), name, n_dev + n_train, fits)
     if len(pairs) < n_dev + 1:
         raise TaskError(f"task {spec}: the corpus gave only {len(pairs)} usable sentences",
                         "use a larger --corpus or a smaller --dev-size")
@@ -144,4 +147,4 @@ def load_builtin(
 
     dev, train = both(pairs[:n_dev]), both(pairs[n_dev:])
     return TaskData(spec, train, {"": dev}, [0, 1], ("accuracy",),
-                    {"corpus": list(corpus or ["stdlib-docstrings"]), "pairs": len(pairs)})
+                    {"corpus": list(corpus or [DEMO_CORPUS]), **corpus_identity(texts), "pairs": len(pairs)})

@@ -46,7 +46,7 @@ class FinetuneSettings:
     train_size, dev_size
         At most this many training / dev examples (``None``: all; built-in tasks: 4000 / 1000).
     corpus
-        Corpus of the built-in tasks (``None``: the run's pre-training corpus, else ``stdlib-docstrings``).
+        Corpus of the built-in tasks (``None``: the run's pre-training corpus, else :data:`posviz.train.corpus.DEMO_CORPUS`).
     """
 
     steps: int | None = None

@@ -35,7 +35,7 @@ class AttentionResult:
     layout
         Which special tokens sit at which positions of every block.
     corpus
-        The corpus spec.
+        The corpus spec and the first 12 hex digits of its SHA-256.
     stats
         Per layer, :class:`~posviz.observe.statistics.HeadAttention`.
     means
@@ -108,7 +108,7 @@ def attention(
         Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
     corpus
         Corpus spec(s) as ``posviz train`` reads them: a text file, a folder,
-        the demo corpus (:data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
+        the demo corpus (the default, :data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
     seq_len
         Positions per block, special tokens included.
     layers

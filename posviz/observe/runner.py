@@ -36,7 +36,7 @@ class BlockRun:
     layout
         Which special tokens sit where (one line for outputs).
     corpus
-        The corpus, as named in outputs.
+        The corpus, as named in outputs: its spec and the first 12 hex digits of its SHA-256.
     special_positions
         Positions holding the same special token in every block.
     """
@@ -130,11 +130,13 @@ def prepare_blocks(
         ids = np.asarray(token_blocks, dtype=np.int64)
         return BlockRun(loaded, chosen, ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))
     from posviz.observe.corpus_blocks import make_token_blocks
-    from posviz.train.corpus import load_corpus
+    from posviz.train.corpus import corpus_identity, load_corpus
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
-    blocks = make_token_blocks(loaded.tokenizer, load_corpus(specs), seq_len, max_blocks)
-    return BlockRun(loaded, chosen, blocks.ids, blocks.layout, ", ".join(specs), blocks.special_positions)
+    texts = load_corpus(specs)
+    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
+    label = f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
+    return BlockRun(loaded, chosen, blocks.ids, blocks.layout, label, blocks.special_positions)
 
 
 def run_batches(model: Any, blocks: np.ndarray, batch_size: int, forward: Callable[[Any], None],

@@ -230,6 +230,8 @@ def diagonal_sums_stacked(z: np.ndarray, *, chunk_bytes: int = 2**24, workers: i
     import os
     from concurrent.futures import ThreadPoolExecutor
 
+    from posviz.util.compat import rfft_into
+
     h, parts, r, n = z.shape
     length = fft_length(n)
     bins = length // 2 + 1
@@ -250,7 +252,7 @@ def diagonal_sums_stacked(z: np.ndarray, *, chunk_bytes: int = 2**24, workers: i
         for h0, h1, r0, r1 in units[worker::workers]:
             block = z[h0:h1, :, r0:r1].reshape(-1, n)  # a copy only when z is a strided view
             out = spec[: block.shape[0]]
-            np.fft.rfft(block, n=length, axis=1, out=out)  # zero-padded to `length`
+            rfft_into(block, length, out)  # zero-padded to `length`
             sp = out.reshape(h1 - h0, parts, r1 - r0, bins)
             if parts == 1:  # autocorrelation: |F|^2
                 acc[h0:h1] += (sp[:, 0].real ** 2 + sp[:, 0].imag ** 2).sum(axis=1)

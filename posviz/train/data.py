@@ -11,7 +11,8 @@ A run's data is built in three steps, put together by :func:`prepare_run_data`
    not the run's ``--seed``, so runs share one evaluation set) and masked once
    (:func:`posviz.train.collate.mask_once`); the rest is the training set, or the
    share ``--train-fraction`` of it (:func:`training_subset`);
-3. :func:`fingerprint`: a hash of the blocks, recorded in ``run.json`` so that
+3. :func:`fingerprint`: a hash of the blocks, recorded in ``run.json`` with the
+   corpus's own hash (:func:`posviz.train.corpus.corpus_identity`), so that
    ``--resume`` refuses a changed corpus or tokenizer.
 """
 
@@ -64,12 +65,12 @@ def prepare_run_data(options: TrainOptions, *, resume: bool, main: bool = True, 
     """
     from posviz.train import run_folder as folder
 
-    tokenizer, blocks = tokenize_corpus(options, options.out / folder.TOKENIZER_DIR)
+    tokenizer, blocks, corpus = tokenize_corpus(options, options.out / folder.TOKENIZER_DIR)
     train_set, eval_set = split_blocks(tokenizer, blocks, options.max_eval_blocks, options.train_fraction)
-    info = {**options.to_json(), "data_fingerprint": fingerprint(blocks), "train_blocks": len(train_set), "eval_blocks": len(eval_set),
-            "world_size": world_size, "global_batch_size": world_size * options.batch_size}
+    info = {**options.to_json(), **corpus, "data_fingerprint": fingerprint(blocks), "train_blocks": len(train_set),
+            "eval_blocks": len(eval_set), "world_size": world_size, "global_batch_size": world_size * options.batch_size}
     if resume or not main:
-        folder.check_same_data(options.out, info["data_fingerprint"])
+        folder.check_same_data(options.out, info)
     if main:
         if resume:
             folder.warn_changed_processes(options.out, world_size)
@@ -77,8 +78,11 @@ def prepare_run_data(options: TrainOptions, *, resume: bool, main: bool = True, 
     return RunData(tokenizer, train_set, eval_set, info)
 
 
-def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, Any]:
-    """The run's tokenizer and its token blocks ``(num_blocks, seq_len)``.
+def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """The run's tokenizer, its token blocks ``(num_blocks, seq_len)`` and what the corpus was.
+
+    The third item is :func:`posviz.train.corpus.corpus_identity` of the text read
+    (its SHA-256, number of documents and size), recorded in ``run.json``.
 
     Parameters
     ----------
@@ -93,7 +97,7 @@ def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, An
     PosvizError
         If the corpus fills fewer than 4 blocks.
     """
-    from posviz.train.corpus import load_corpus
+    from posviz.train.corpus import corpus_identity, load_corpus
     from posviz.train.tokenizer import load_tokenizer, train_tokenizer
 
     texts = load_corpus(options.corpus)
@@ -109,7 +113,7 @@ def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, An
             f"the corpus is too small: {len(blocks)} block(s) of {options.seq_len} tokens",
             "add text or lower --seq-len",
         )
-    return tokenizer, blocks
+    return tokenizer, blocks, corpus_identity(texts)
 
 
 def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int, train_fraction: float = 1.0) -> tuple[Blocks, Blocks]:

@@ -97,10 +97,13 @@ def check_run_folder(options: TrainOptions, resume: bool) -> Path | None:
     return ckpt
 
 
-def check_same_data(out: Path, data_fingerprint: str) -> None:
-    """Refuse to resume a run whose corpus or tokenizer changed (its blocks' fingerprint differs)."""
+def check_same_data(out: Path, info: dict[str, Any]) -> None:
+    """Refuse to resume a run whose corpus (its SHA-256) or tokenizer changed (its blocks' fingerprint differs)."""
+    from posviz.train.corpus import check_same_corpus
+
     recorded = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
-    if recorded.get("data_fingerprint") not in (None, data_fingerprint):
+    check_same_corpus(recorded, info, f"the run {out}")
+    if recorded.get("data_fingerprint") not in (None, info["data_fingerprint"]):
         raise PosvizError("the corpus or tokenizer changed since the run started", "resume with the same --corpus, or start a new run")
 
 

@@ -103,3 +103,29 @@ def pin_mixed_precision(bf16: bool, fp16: bool) -> None:
     ``--precision`` decides, so the variable is set from it on every version.
     """
     os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16" if bf16 else "fp16" if fp16 else "no"
+
+
+def rfft_into(block: Any, length: int, out: Any) -> Any:
+    """``np.fft.rfft(block, n=length, axis=1)`` written into ``out`` (numpy >= 2 writes in place, older copies once).
+
+    numpy 2.0 added ``out=`` to its FFTs; with numpy 1.x (the supported lower bound is
+    1.24) the result is computed into a temporary and copied, the same numbers.
+    """
+    import numpy as np
+
+    if _rfft_takes_out():
+        return np.fft.rfft(block, n=length, axis=1, out=out)
+    out[...] = np.fft.rfft(block, n=length, axis=1)
+    return out
+
+
+def _rfft_takes_out() -> bool:
+    import numpy as np
+
+    global _RFFT_OUT
+    if _RFFT_OUT is None:
+        _RFFT_OUT = "out" in inspect.signature(np.fft.rfft).parameters
+    return _RFFT_OUT
+
+
+_RFFT_OUT: bool | None = None

@@ -30,8 +30,11 @@ def script():
 
 @pytest.mark.slow
 def test_v1_and_v2_runs_for_two_seeds_write_every_number(script, train_corpus, tmp_path, capsys):
-    out = tmp_path / "exp"
-    argv = ["--out", str(out), "--corpus", str(train_corpus), "--seeds", "0", "1", "--steps", "4", "--eval-every", "2",
+    import hashlib
+
+    out, text = tmp_path / "exp", tmp_path / "texts.txt"
+    text.write_text(train_corpus.read_text(encoding="utf-8"), encoding="utf-8")  # a copy: changed at the end
+    argv = ["--out", str(out), "--corpus", str(text), "--seeds", "0", "1", "--steps", "4", "--eval-every", "2",
             "--seq-len", "32", "--batch-size", "8", "--vocab-size", "600"]
     assert script.main(argv) == 0
     assert sorted(p.name for p in out.glob("v*-s*")) == ["v1-s0", "v1-s1", "v2-s0", "v2-s1"]
@@ -79,6 +82,17 @@ def test_v1_and_v2_runs_for_two_seeds_write_every_number(script, train_corpus, t
     assert script.main([*argv, "--v1-dropout", "0.2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {out} holds an experiment with other settings (variants differ)")
+
+    # The same --corpus with other text in it: refused, naming both hashes (the experiment records the corpus by content).
+    docs = [d.strip() for d in text.read_text(encoding="utf-8").split("\n\n") if d.strip()]
+    recorded = json.loads((out / "experiment.json").read_text())["corpus_sha256"]
+    assert recorded == hashlib.sha256(json.dumps(docs, ensure_ascii=False).encode()).hexdigest()
+    text.write_text(text.read_text(encoding="utf-8") + "\n\nOne more paragraph.\n", encoding="utf-8")
+    now = hashlib.sha256(json.dumps([*docs, "One more paragraph."], ensure_ascii=False).encode()).hexdigest()
+    assert script.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: the experiment in {out} was made from corpus sha256 {recorded[:12]}"), err
+    assert now[:12] in err[0] and (out / "albert_v1_v2.json").read_text() == before
 
 
 def test_an_experiment_stopped_by_bad_input_is_not_held_to_its_settings(script, train_corpus, tmp_path, capsys):

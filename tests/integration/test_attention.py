@@ -42,18 +42,18 @@ def _save(model_type: str, folder: Path, edit=None, seed: int = 0, tokenizer=Non
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from posviz.train.corpus import stdlib_docstrings
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
     from posviz.train.tokenizer import train_tokenizer
 
-    return train_tokenizer(stdlib_docstrings(120), vocab_size=200, model_max_length=64)
+    return train_tokenizer(packaged_corpus(DEMO_CORPUS, 120), vocab_size=200, model_max_length=64)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    from posviz.train.corpus import stdlib_docstrings
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
 
     path = tmp_path_factory.mktemp("attn-corpus") / "docs.txt"
-    path.write_text("\n\n".join(stdlib_docstrings(60)), encoding="utf-8")
+    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 60)), encoding="utf-8")
     return path
 
 

@@ -190,7 +190,6 @@ def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
         (["--scheme", "tisa", "--corpus", str(corpus), "--out", str(tiny)], f"--out {tiny} cannot be a folder: {tiny} is a file"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--out", str(tiny / "sub")], f"{tiny} is a file"),
         ([], "give --scheme"),
-        (["--scheme", "tisa", "--out", str(tmp / "o1")], "give --corpus"),
         (["--scheme", "tisa", "--corpus", str(tmp / "nope.txt"), "--out", str(tmp / "o2")], "does not exist"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--out", str(existing)], "already exists and is not empty"),
         (["--resume", "--out", str(tmp / "never")], "no run to resume"),
@@ -250,3 +249,42 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(corpus, tmp_path, 
     assert res.exit_code == 0, res.output
     assert "checkpoint-12 cannot be resumed from" in res.stderr and "resumed from checkpoint-6" in res.stdout
     assert checkpoint_problem(out / "checkpoint-18") is None
+
+
+# ---- the corpus, pinned by content --------------------------------------------------------------------------------
+def _sha256_of_documents(docs: list[str]) -> str:
+    """Independent of posviz: the documents as a JSON array (UTF-8, non-ASCII as is), hashed."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(docs, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def test_without_corpus_a_run_reads_the_packaged_corpus_and_records_its_hash(tmp_path):
+    """The interface others rely on: no --corpus is the packaged corpus, with one SHA-256 on every Python."""
+    out = tmp_path / "run"
+    res = train("--scheme", "absolute", "--out", str(out), "--steps", "1", "--eval-every", "1", "--seq-len", "32",
+                "--batch-size", "2", "--vocab-size", "300")
+    assert res.exit_code == 0, res.output
+    run = json.loads((out / "run.json").read_text())
+    assert run["corpus"] == ["cpython-3.11.7-docstrings"]
+    assert run["corpus_sha256"] == "a467c50c688caaed23a434db6b7ed0cc90d40603fd02cad8755509f46834b6aa"
+    assert (run["corpus_documents"], run["corpus_bytes"]) == (6681, 1696112)
+    assert json.loads((out / "trajectory.json").read_text())["run"]["corpus_sha256"] == run["corpus_sha256"]
+
+
+def test_a_run_whose_corpus_file_changed_is_not_resumed(corpus, tmp_path):
+    text = tmp_path / "texts.txt"
+    text.write_text(corpus.read_text(encoding="utf-8"), encoding="utf-8")
+    docs = [p.strip() for p in text.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    out = tmp_path / "run"
+    args = ("--seq-len", "32", "--batch-size", "4", "--vocab-size", "300", "--eval-every", "2")
+    assert train("--scheme", "absolute", "--corpus", str(text), "--out", str(out), "--steps", "2", *args).exit_code == 0
+    before = json.loads((out / "run.json").read_text())["corpus_sha256"]
+    assert before == _sha256_of_documents(docs)
+    text.write_text(text.read_text(encoding="utf-8") + "\n\nA paragraph added after the run started.\n", encoding="utf-8")
+    after = _sha256_of_documents([*docs, "A paragraph added after the run started."])
+    res = train("--resume", "--out", str(out), "--steps", "4")
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the run ") and before[:12] in lines[0] and after[:12] in lines[0], res.stderr
+    assert json.loads((out / "run.json").read_text())["corpus_sha256"] == before  # nothing rewritten

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from posviz.train.corpus import CorpusError, load_corpus, stdlib_docstrings
+from posviz.train.corpus import DEMO_CORPUS, CorpusError, load_corpus, packaged_corpus, stdlib_docstrings
 from posviz.train.data import make_blocks
 from posviz.train.tokenizer import train_tokenizer
 
@@ -80,7 +80,7 @@ def test_corpus_errors(tmp_path, monkeypatch, make, fragment):
 
 
 def test_tokenizer_training_is_deterministic_and_has_special_tokens():
-    texts = stdlib_docstrings(120)
+    texts = packaged_corpus(DEMO_CORPUS, 120)
     a, b = train_tokenizer(texts, 600), train_tokenizer(texts, 600)
     assert a.get_vocab() == b.get_vocab()
     assert [a.convert_tokens_to_ids(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
@@ -92,7 +92,7 @@ def test_tokenizer_training_is_deterministic_and_has_special_tokens():
 def test_trained_tokenizer_is_a_bert_style_wordpiece():
     import json
 
-    texts = stdlib_docstrings(300)
+    texts = packaged_corpus(DEMO_CORPUS, 300)
     tok = train_tokenizer(texts, 1000)
     spec = json.loads(tok.backend_tokenizer.to_str())
     assert spec["model"]["type"] == "WordPiece" and spec["pre_tokenizer"]["type"] == "BertPreTokenizer"
@@ -109,8 +109,8 @@ def test_tokenizer_is_identical_across_processes():
     import sys
 
     code = (
-        "import hashlib, json; from posviz.train.corpus import stdlib_docstrings; from posviz.train.tokenizer import train_tokenizer;"
-        "v = train_tokenizer(stdlib_docstrings(400), 1500).get_vocab();"
+        "import hashlib, json; from posviz.train.corpus import DEMO_CORPUS, packaged_corpus; from posviz.train.tokenizer import train_tokenizer;"
+        "v = train_tokenizer(packaged_corpus(DEMO_CORPUS, 400), 1500).get_vocab();"
         "print(hashlib.sha256(json.dumps(sorted(v.items())).encode()).hexdigest())"
     )
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout for _ in range(3)}
@@ -118,7 +118,7 @@ def test_tokenizer_is_identical_across_processes():
 
 
 def test_blocks_start_with_cls_and_hold_the_token_stream():
-    texts = stdlib_docstrings(40)
+    texts = packaged_corpus(DEMO_CORPUS, 40)
     tok = train_tokenizer(texts, 500)
     blocks = make_blocks(tok, texts, 32)
     assert blocks.shape[1] == 32 and len(blocks) > 10
@@ -127,3 +127,51 @@ def test_blocks_start_with_cls_and_hold_the_token_stream():
     for t in texts:  # independent reconstruction of the concatenated stream
         stream += tok.encode(t, add_special_tokens=False) + [tok.sep_token_id]
     np.testing.assert_array_equal(blocks[:, 1:-1].ravel(), stream[: blocks[:, 1:-1].size])
+
+
+PINNED_SHA256 = "a467c50c688caaed23a434db6b7ed0cc90d40603fd02cad8755509f46834b6aa"  # the pin itself: never recomputed here
+
+
+def test_packaged_corpus_is_the_same_bytes_on_every_python():
+    """Read the packaged file without posviz's reader: its JSON hashes to the pin, and posviz returns exactly it."""
+    import gzip
+    import hashlib
+    from pathlib import Path
+
+    import posviz.train.corpus as corpus
+
+    body = gzip.decompress((Path(corpus.__file__).with_name("corpora") / "cpython-3.11.7-docstrings.json.gz").read_bytes())
+    assert hashlib.sha256(body).hexdigest() == PINNED_SHA256
+    docs = json.loads(body)
+    assert DEMO_CORPUS == "cpython-3.11.7-docstrings" and load_corpus([DEMO_CORPUS]) == docs and len(docs) == 6681
+    assert load_corpus([f"{DEMO_CORPUS}:25"]) == docs[:25]
+    assert corpus.corpus_identity(docs) == {"corpus_sha256": PINNED_SHA256, "corpus_documents": 6681, "corpus_bytes": len(body)}
+    assert sum(" the " in d for d in docs[:30]) > 10 and all(len(d) >= 40 for d in docs)
+
+
+def test_a_damaged_packaged_corpus_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    import posviz.train.corpus as corpus
+
+    docs = packaged_corpus(DEMO_CORPUS)
+    (tmp_path / "cpython-3.11.7-docstrings.json.gz").write_bytes(gzip.compress(json.dumps(docs[:-1], ensure_ascii=False).encode()))
+    monkeypatch.setattr(corpus, "_CORPORA_DIR", tmp_path)
+    with pytest.raises(CorpusError, match="is damaged"):
+        load_corpus([DEMO_CORPUS])
+    (tmp_path / "cpython-3.11.7-docstrings.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(CorpusError, match="cannot be read"):
+        load_corpus([DEMO_CORPUS])
+
+
+def test_a_result_made_from_other_text_is_refused_naming_both_hashes():
+    from posviz.errors import PosvizError
+    from posviz.train.corpus import check_same_corpus, corpus_identity
+
+    a, b = corpus_identity(["one text"]), corpus_identity(["another text"])
+    check_same_corpus(a, a, "the run r")
+    check_same_corpus({}, b, "the run r")  # made before hashes were recorded: the caller's other checks apply
+    with pytest.raises(PosvizError) as e:
+        check_same_corpus(a, b, "the run r")
+    assert str(e.value).startswith("the run r was made from corpus sha256 " + a["corpus_sha256"][:12])
+    assert b["corpus_sha256"][:12] in str(e.value)

@@ -1,0 +1,113 @@
+"""Compare a rerun of a shipped training run with the shipped numbers, metric by metric.
+
+A shipped run is reproduced by running its experiment script again for that run alone,
+into scratch folders, then comparing every logged evaluation (and, for Table 3 runs,
+every fine-tuning record of the seeds rerun) with what is committed::
+
+    # one run of TISA's Table 3 (pre-training, then fine-tuning seed 0 on the three tasks)
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/tisa_table3.py --configs a-S3 --seeds 0 --finetune-seeds 0 \\
+        --results /tmp/rerun/t3 --out /tmp/rerun/t3runs
+    .venv/bin/python scripts/compare_rerun.py reports/tisa-table3/runs/a-S3-s0 /tmp/rerun/t3/runs/a-S3-s0
+
+    # one run of the miniature ALBERT v1 -> v2 (its run folder holds trajectory.json)
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/albert_v1_v2.py --steps 1000 --eval-every 50 --seeds 0 --out /tmp/rerun/av
+    .venv/bin/python scripts/compare_rerun.py reports/albert-v1-v2 /tmp/rerun/av/v1-s0 --run v1-s0
+
+Exit status 0 when every number agrees within ``--rtol`` (relative; default 1e-3) and
+the two runs were made from the same corpus (``corpus_sha256``) and data
+(``data_fingerprint``); 1 otherwise. The largest relative difference per metric is
+printed, so a rerun says how closely it agrees, not only whether.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def shipped_evaluations(folder: Path, run: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The shipped run's settings and evaluations: a run folder's trajectory.json, or a row set of albert_v1_v2."""
+    if (folder / "trajectory.json").is_file():
+        doc = json.loads((folder / "trajectory.json").read_text(encoding="utf-8"))
+        return doc["run"], doc["evaluations"]
+    settings = json.loads((folder / "albert_v1_v2.json").read_text(encoding="utf-8"))["settings"]
+    with open(folder / "albert_v1_v2_evaluations.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["run"].endswith(f"/{run}")]
+    if not rows:
+        raise SystemExit(f"error: no run {run!r} in {folder / 'albert_v1_v2_evaluations.csv'}")
+    return settings, [{k: _number(v) for k, v in r.items()} for r in rows]
+
+
+def _number(v: str) -> Any:
+    try:
+        return float(v) if v != "" else None
+    except ValueError:
+        return v
+
+
+def differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, float]:
+    """The largest relative difference per metric over the evaluations both logs hold (by step)."""
+    by_step = {int(r["step"]): r for r in b}
+    worst: dict[str, float] = {}
+    for r in a:
+        other = by_step.get(int(r["step"]))
+        if other is None:
+            continue
+        for k, v in r.items():
+            w = other.get(k)
+            if isinstance(v, (int, float)) and isinstance(w, (int, float)) and k != "step":
+                rel = abs(v - w) / max(abs(v), abs(w), 1e-12)
+                worst[k] = max(worst.get(k, 0.0), rel)
+    return worst
+
+
+def finetune_differences(shipped: Path, rerun: Path) -> dict[str, float]:
+    """The largest relative difference of every fine-tuning record the rerun holds (same step, task, seed, metric)."""
+    worst: dict[str, float] = {}
+    for path in sorted((rerun / "finetune").glob("*/*.json")):
+        other = shipped / "finetune" / path.parent.name / path.name
+        if not other.is_file():
+            continue
+        theirs = {(r["seed"], r["metric"]): r["value"] for r in json.loads(other.read_text())["records"] if r["seed"] != "median"}
+        for r in json.loads(path.read_text())["records"]:
+            key = (r["seed"], r["metric"])
+            if r["seed"] != "median" and key in theirs:
+                name = f"{path.parent.name}/{path.stem} seed {r['seed']} {r['metric']}"
+                worst[name] = abs(r["value"] - theirs[key]) / max(abs(theirs[key]), 1e-12)
+    return worst
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shipped", type=Path, help="the shipped run folder (or reports/albert-v1-v2 with --run)")
+    p.add_argument("rerun", type=Path, help="the rerun's folder (holding trajectory.json)")
+    p.add_argument("--run", help="which run of reports/albert-v1-v2 (v1-s0, v2-s1, ...)")
+    p.add_argument("--rtol", type=float, default=1e-3, help="largest relative difference accepted (default: 1e-3)")
+    args = p.parse_args()
+    settings, shipped = shipped_evaluations(args.shipped, args.run)
+    doc = json.loads((args.rerun / "trajectory.json").read_text(encoding="utf-8"))
+    ok = True
+    for key in ("corpus_sha256", "data_fingerprint"):
+        if key in settings and settings[key] != doc["run"].get(key):
+            print(f"{key}: shipped {settings[key]}, rerun {doc['run'].get(key)}")
+            ok = False
+    worst = differences(shipped, doc["evaluations"])
+    if args.run is None:
+        worst.update(finetune_differences(args.shipped, args.rerun))
+    steps = sorted({int(r["step"]) for r in shipped} & {int(r["step"]) for r in doc["evaluations"]})
+    print(f"{len(steps)} evaluations compared (steps {steps[0]}-{steps[-1]})" if steps else "no common evaluation")
+    for k, v in sorted(worst.items()):
+        flag = "" if v <= args.rtol else "   <-- beyond --rtol"
+        print(f"  {k:60s} {v:.1e}{flag}")
+        ok &= v <= args.rtol or math.isnan(v)
+    print("agrees" if ok and steps else "differs")
+    return 0 if ok and steps else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
