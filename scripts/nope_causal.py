@@ -3,8 +3,8 @@
 Trains tiny GPT-2 language models (4 layers x 128, 4 heads) on the demo corpus, briefly, with their position table
 set to zero and frozen (NoPE: the causal mask is their only source of order), and one control per seed with learned
 positions; then measures every layer with ``posviz.hidden`` on held-out blocks (the last fifth of the corpus's
-blocks, never trained on). Position 0 holds ``[CLS]`` in every block (the tokenizer's block start, as BOS) and is
-left out.
+blocks, never trained on). The blocks are cut with a posviz WordPiece tokenizer, so ``[CLS]`` opens and ``[SEP]``
+closes every block; both positions are left out.
 
 Usage (from the repository root)::
 
