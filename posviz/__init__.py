@@ -45,6 +45,8 @@ _EXPORTS = {
     "score_by_step": "posviz.compare.finetune",
     "attention": "posviz.observe.api",
     "AttentionResult": "posviz.observe.api",
+    "hidden": "posviz.observe.hidden",
+    "HiddenResult": "posviz.observe.hidden",
 }
 
 __all__ = sorted([*_EXPORTS, "finetune", "__version__"])

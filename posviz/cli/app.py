@@ -20,7 +20,7 @@ try:  # recent typer releases vendor click; older ones use the click package
 except ImportError:  # pragma: no cover
     from click import exceptions as _click_exc
 
-from posviz.cli import attention, finetune, heads, heatmap, report, toeplitzness, train, trajectory
+from posviz.cli import attention, finetune, heads, heatmap, hidden, report, toeplitzness, train, trajectory
 from posviz.cli.messages import INTERRUPTED, print_error
 from posviz.errors import PosvizError
 
@@ -118,6 +118,7 @@ app.command("heads", no_args_is_help=True)(heads.command)
 app.command("trajectory", no_args_is_help=True)(trajectory.command)
 app.command("finetune", no_args_is_help=True)(finetune.command)
 app.command("attention", no_args_is_help=True)(attention.command)
+app.command("hidden", no_args_is_help=True)(hidden.command)
 
 
 def main() -> None:

@@ -37,6 +37,9 @@ def command(
     attention_corpus: Annotated[str | None, typer.Option("--attention-corpus", help="Add the attention section (posviz attention): run each model over this corpus (text file, folder, cpython-3.11.7-docstrings[:N]); --layers chooses the layers.")] = None,
     attention_seq_len: Annotated[int, typer.Option("--attention-seq-len", min=2, help="Positions per block of the attention section.")] = 128,
     attention_max_blocks: Annotated[int, typer.Option("--attention-max-blocks", min=1, help="Blocks of the attention section.")] = 64,
+    hidden_corpus: Annotated[str | None, typer.Option("--hidden-corpus", help="Add the hidden-states section (posviz hidden): run each model over this corpus (text file, folder or the demo corpus); every layer.")] = None,
+    hidden_seq_len: Annotated[int, typer.Option("--hidden-seq-len", min=2, help="Positions per block of the hidden-states section.")] = 128,
+    hidden_max_blocks: Annotated[int, typer.Option("--hidden-max-blocks", min=1, help="Blocks of the hidden-states section.")] = 64,
 ) -> None:
     """Write a PDF report: title page, summary table, P heatmaps with profiles,
     ALBERT v1 → v2 figure, training runs, methods.
@@ -65,7 +68,8 @@ def command(
                             table=table, max_pixels=max_pixels, cmap=cmap, metric=metric.value,
                             scores=parse_score_options(score), albert=albert, layers=layers,
                             attention_corpus=attention_corpus, attention_seq_len=attention_seq_len,
-                            attention_max_blocks=attention_max_blocks)
+                            attention_max_blocks=attention_max_blocks, hidden_corpus=hidden_corpus,
+                            hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks)
     ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
     render_report(ctx, output)
     typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)

@@ -194,3 +194,27 @@ def attention_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
     console.print(f"Toeplitzness of the mean attention over blocks; positional share: R² of every block's attention "
                   f"explained by the offset profile. {conventions}.", soft_wrap=False)
     return _export(console)
+
+
+def hidden_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
+    """``posviz hidden``: one line per layer with positional share, Toeplitzness of P_l, rank and probes, each with its null."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("layer", "pos. share", "null", "R² off-diag", "null", "R² full", "rank90", "stable rank",
+                "probe MAE", "MAE middle", "order acc."):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(str(r["layer"]), *[score(r[k], negative_zero=True) for k in (
+            "positional_share", "positional_share_null", "toeplitzness_offdiag", "toeplitzness_null_offdiag", "toeplitzness")],
+            str(r["rank90"]), f"{r['stable_rank']:.2f}", f"{r['probe_mae']:.2f}", f"{r['probe_mae_baseline']:.2f}",
+            f"{r['probe_order_accuracy']:.3f}")
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(t)
+    console.print("Positional vectors V_l: mean hidden state at each position minus their mean; positional share: "
+                  "between-position variance over total variance; R²: Toeplitzness of P_l = V_l V_lᵀ (null: rows of V_l "
+                  "permuted); rank90: components holding 90 % of ‖V_l‖²; probe MAE: linear probe of the position on held-out "
+                  f"blocks, in positions, against always predicting the middle; order acc.: which of two comes first (chance 0.5). "
+                  f"{conventions}.", soft_wrap=False)
+    return _export(console)

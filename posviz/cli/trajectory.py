@@ -18,6 +18,8 @@ class Measure(str, Enum):
     toeplitzness = "toeplitzness"
     bands = "bands"
     attention = "attention"
+    hidden = "hidden"
+
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
            ("excess_offdiag", "excess offdiag"), ("toeplitzness", "R² full"), ("null_mean", "null full"), ("excess", "excess full"))
@@ -118,6 +120,33 @@ def attention_table(rows: list[dict]) -> str:
                           "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
 
 
+def _score_of(key: str) -> Callable[[dict], str]:
+    from posviz.util.format import score
+
+    return lambda r: score(r.get(key))
+
+
+#: ``--measure hidden`` columns: (head, width, cell).
+HIDDEN_COLUMNS: tuple[tuple[str, int, Callable[[dict], Any]], ...] = (
+    ("step", 10, lambda r: r["step"]), ("layer", 5, lambda r: r["layer"]),
+    ("pos. share", 12, _score_of("positional_share")), ("null share", 12, _score_of("positional_share_null")),
+    ("R² offdiag", 12, _score_of("toeplitzness_offdiag")), ("null offdiag", 12, _score_of("toeplitzness_null_offdiag")),
+    ("rank90", 6, lambda r: r["rank90"]), ("probe MAE", 10, lambda r: f"{r['probe_mae']:.2f}"),
+    ("MAE middle", 10, lambda r: f"{r['probe_mae_baseline']:.2f}"),
+)
+
+
+def hidden_table(rows: list[dict]) -> str:
+    """``--measure hidden``: one line per checkpoint and layer, grouped by run."""
+    r0 = rows[0]
+    grouped = [{**r, "series": r["run"]} for r in rows]
+    return _grouped_table(grouped, HIDDEN_COLUMNS,
+                          f"posviz hidden on the same {r0['blocks']} blocks of {r0['seq_len']} tokens from {r0['corpus']} "
+                          "(positions holding a special token in every block left out): positional share of the hidden states "
+                          "(null: positions shuffled within blocks, exact mean), Toeplitzness of P_l = V_l V_lᵀ (null: rows of V_l "
+                          "permuted), rank90, position probe's mean absolute error on held-out blocks against always predicting the middle.")
+
+
 def command(
     sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint), RUN@STEP (one of them) and/or hub ids whose name carries the step (org/name-step_20k); with --revisions, one hub id.", show_default=False)],
     revisions: Annotated[str | None, typer.Option("--revisions", metavar="R1,R2,...", help="Revisions (branches, tags, commits) of the one hub id SOURCE, each a checkpoint; steps from their names (step_20k, step-20000, 20k) or --steps.")] = None,
@@ -135,11 +164,11 @@ def command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
     measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
-    layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all).")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all); --measure hidden: layers measured (default all; 0 = embedding output).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
-    corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, cpython-3.11.7-docstrings[:N]).")] = "cpython-3.11.7-docstrings",
-    seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention: positions per block.")] = 128,
-    max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention: blocks of the corpus.")] = 64,
+    corpus: Annotated[str | None, typer.Option("--corpus", help="--measure attention and hidden: the fixed corpus (text file, folder; default: the demo corpus).", show_default=False)] = None,
+    seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention and hidden: positions per block.")] = 128,
+    max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention and hidden: blocks of the corpus.")] = 64,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
@@ -155,8 +184,10 @@ def command(
     from posviz.batch.cache import ScoreCache, ScoreSettings
     from posviz.compare.band_series import measure_for
     from posviz.compare.series import revision_points, series_points, series_rows
+    from posviz.train.corpus import DEMO_CORPUS
 
     figures, texts = _outputs(output, plot)
+    corpus = corpus or DEMO_CORPUS
     if revisions is not None:
         points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
     else:
@@ -169,12 +200,23 @@ def command(
         from posviz.compare.attention_series import attention_series_rows
 
         rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks)
-        _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=True)
+        _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="attention")
+        return
+    if chosen == "hidden":
+        from posviz.cli.messages import report_error
+        from posviz.compare.hidden_series import hidden_series_rows
+        from posviz.train.processes import training_processes
+
+        with training_processes(report=report_error) as rank:  # under torchrun: checkpoints shared out, rank 0 writes
+            rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all",
+                                      max_blocks=max_blocks, seed=seed)
+        if rank == 0:
+            _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="hidden")
         return
     if layers is not None or probe is not None:
         from posviz.errors import OptionError
 
-        raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention")
+        raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention and hidden")
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
     rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
     if missing:
@@ -184,13 +226,13 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False)
+    _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="toeplitzness")
 
 
 def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
-           attention: bool) -> None:
-    """Rows to the text outputs (or stdout) and the figure to every figure path."""
-    table = attention_table if attention else trajectory_table
+           kind: str) -> None:
+    """Rows to the text outputs (or stdout) and the figure to every figure path; ``kind`` is the measure."""
+    table = {"attention": attention_table, "hidden": hidden_table}.get(kind, trajectory_table)
 
     def render(kind: str) -> str:
         return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else table(rows)
@@ -200,11 +242,14 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
         typer.echo(f"wrote {path}", err=True)
     if figures:
         from posviz.plots.common import save_figure
-        from posviz.plots.trajectory import ATTENTION_PANELS, plot_trajectory
+        from posviz.plots.trajectory import ATTENTION_PANELS, HIDDEN_PANELS, plot_trajectory
 
-        if attention:
+        if kind == "attention":
             fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
                                   title="Attention on text along training (posviz attention)")
+        elif kind == "hidden":
+            fig = plot_trajectory(rows, band=band, panels=HIDDEN_PANELS, null_label="null / baseline",
+                                  title="Position in the hidden states along training (posviz hidden)")
         else:
             fig = plot_trajectory(rows, band=band)
         for path in figures:

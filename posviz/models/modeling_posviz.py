@@ -169,8 +169,12 @@ class PosvizTransformer(nn.Module):
         """Index of the layer group that runs layer ``layer``."""
         return int(layer / (self.config.num_hidden_layers / self.config.num_hidden_groups))
 
-    def forward(self, hidden_states: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, padding: torch.Tensor | None,
+                collect: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """Run every layer; ``collect``, when given, receives the mapped embeddings and each layer's output (HF's ``hidden_states``)."""
         hidden_states = self.embedding_hidden_mapping_in(hidden_states)  # (B, n, embedding_size) -> (B, n, hidden)
+        if collect is not None:
+            collect.append(hidden_states)
         n = hidden_states.shape[1]
         mods = self.position_scores
         per_layer = mods is not None and len(mods) > 1
@@ -180,6 +184,8 @@ class PosvizTransformer(nn.Module):
             if per_layer:
                 bias = _with_padding(mods[i](n), padding)
             hidden_states = self.albert_layer_groups[self.group_of_layer(i)](hidden_states, bias)
+            if collect is not None:
+                collect.append(hidden_states)
         return hidden_states
 
 
@@ -262,19 +268,24 @@ class PosvizModel(PosvizPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         return_dict: bool | None = None,
+        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutput:
         """Encode ``input_ids`` ``(batch, n)``; ``attention_mask`` is 1 for real tokens, 0 for padding.
 
         ``position_ids`` only affect the absolute table; relative schemes use the
-        token index.
+        token index. With ``output_hidden_states``, ``hidden_states`` holds the
+        embeddings mapped to the hidden size and the output of every layer (as
+        ALBERT's), ``num_hidden_layers + 1`` tensors.
         """
         x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
         padding = None
         if attention_mask is not None and not bool(attention_mask.all()):
             keep = attention_mask[:, None, None, :].to(x.dtype)  # (B, n) -> (B, 1, 1, n)
             padding = (1.0 - keep) * torch.finfo(x.dtype).min
-        return BaseModelOutput(last_hidden_state=self.encoder(x, padding))
+        collect: list[torch.Tensor] | None = [] if output_hidden_states else None
+        last = self.encoder(x, padding, collect)
+        return BaseModelOutput(last_hidden_state=last, hidden_states=tuple(collect) if collect is not None else None)
 
 
 class PosvizForMaskedLM(PosvizPreTrainedModel):

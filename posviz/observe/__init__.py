@@ -1,9 +1,13 @@
-"""Running a model on text and accumulating per-head attention statistics (``posviz attention``).
+"""Running a model on text and accumulating statistics of its attention and hidden states (``posviz attention``, ``posviz hidden``).
 
 Layers of this package, bottom to top: corpus blocks (:mod:`~posviz.observe.corpus_blocks`),
-model loading (:mod:`~posviz.observe.loading`), streaming sums (:mod:`~posviz.observe.accumulate`),
+model loading (:mod:`~posviz.observe.loading`), the block runner both measures share
+(:mod:`~posviz.observe.runner`); for attention, streaming sums (:mod:`~posviz.observe.accumulate`),
 RoPE band norms (:mod:`~posviz.observe.rope_bands`), statistics (:mod:`~posviz.observe.statistics`)
-and the entry point :func:`~posviz.observe.api.attention`. Definitions: docs/definitions.md.
+and the entry point :func:`~posviz.observe.api.attention`; for hidden states, streaming sums
+(:mod:`~posviz.observe.hidden_sums`), statistics (:mod:`~posviz.observe.hidden_statistics`), probes
+(:mod:`~posviz.observe.probe`) and the entry point :func:`~posviz.observe.hidden.hidden`.
+Definitions: docs/definitions.md.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ _EXPORTS = {
     "HeadAttention": "posviz.observe.statistics",
     "make_token_blocks": "posviz.observe.corpus_blocks",
     "load_model": "posviz.observe.loading",
+    "hidden": "posviz.observe.hidden",
+    "HiddenResult": "posviz.observe.hidden",
 }
 
 __all__ = sorted(_EXPORTS)

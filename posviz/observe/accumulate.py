@@ -15,7 +15,7 @@ attention), or, for models trained by ``posviz train``, from their
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -184,10 +184,11 @@ class _Capture:
             h.remove()
 
 
-def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[int, Any], None],
+def attention_batches(model: Any, blocks: np.ndarray, batch_size: int, on_layer: Callable[[int, Any], None],
                       on_batch: Callable[[int], None], on_probed: Callable[[], None] | None = None) -> None:
-    """Run ``model`` on each batch of input ids; ``on_layer(layer, probs)`` for every layer, then ``on_batch(size)``.
+    """Run ``model`` on each batch of ``blocks``; ``on_layer(layer, probs)`` for every layer, then ``on_batch(size)``.
 
+    Batches come from the shared block runner (:func:`posviz.observe.runner.run_batches`).
     ``probs`` has shape ``(batch, heads, n, n)``; layers come in order, each as soon
     as it has been computed where the model allows it (see :class:`_Capture`).
     ``on_probed()`` is called after the short probe pass that a Hugging Face model
@@ -199,18 +200,19 @@ def attention_batches(model: Any, batches: Iterable[Any], on_layer: Callable[[in
         The model returns no attention weights (an attention implementation
         without them, such as SDPA-only code).
     """
-    import torch
+    from posviz.observe.runner import run_batches
 
     capture = _Capture(model)
     capture.deliver = on_layer
     if on_probed is not None:
         capture.on_probed = on_probed
-    first = next(model.parameters()).device
+
+    def forward(ids: Any) -> None:
+        capture.run(ids)
+        on_batch(int(ids.shape[0]))
+
     try:
-        with torch.inference_mode():
-            for ids in batches:
-                capture.run(ids.to(first))
-                on_batch(int(ids.shape[0]))
+        run_batches(model, blocks, batch_size, forward)
     finally:
         capture.remove()
 
@@ -240,10 +242,7 @@ def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_s
     UnsupportedModelError
         No attention weights, or a layer beyond those the model produced.
     """
-    import torch
-
     sums = AttentionSums(layers)
-    chunks = (torch.as_tensor(blocks[i : i + batch_size]) for i in range(0, len(blocks), batch_size))
 
     wanted = set(layers)
     produced = [0]
@@ -260,5 +259,5 @@ def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_s
         if progress is not None:
             progress(sums.blocks)
 
-    attention_batches(model, chunks, on_layer, on_batch, on_probed)
+    attention_batches(model, blocks, batch_size, on_layer, on_batch, on_probed)
     return sums

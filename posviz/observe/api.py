@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from posviz.errors import OptionError
 from posviz.observe.statistics import HeadAttention, layer_statistics
 from posviz.train.corpus import DEMO_CORPUS
 
@@ -86,16 +85,6 @@ class AttentionResult:
         return out
 
 
-def _blocks(loaded: Any, corpus: str | Sequence[str], seq_len: int, max_blocks: int | None) -> tuple[np.ndarray, str, str]:
-    from posviz.observe.corpus_blocks import make_token_blocks
-    from posviz.train.corpus import corpus_identity, load_corpus
-
-    specs = [corpus] if isinstance(corpus, str) else list(corpus)
-    texts = load_corpus(specs)
-    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
-    return blocks.ids, blocks.layout, f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
-
-
 def attention(
     model: str,
     *,
@@ -119,7 +108,7 @@ def attention(
         Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
     corpus
         Corpus spec(s) as ``posviz train`` reads them: a text file, a folder,
-        ``cpython-3.11.7-docstrings[:N]`` (the default, :data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
+        the demo corpus (the default, :data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
     seq_len
         Positions per block, special tokens included.
     layers
@@ -149,28 +138,15 @@ def attention(
         An empty corpus, a sequence longer than the model's positions, a layer that
         does not exist, a model without attention weights.
     """
-    from posviz.batch.layers import parse_layers
     from posviz.observe.accumulate import accumulate
-    from posviz.observe.loading import load_model
+    from posviz.observe.runner import check_sizes, prepare_blocks
     from posviz.util.progress import count_progress
 
-    if seq_len < 2:
-        raise OptionError(f"--seq-len {seq_len} is too short", "use at least 2 positions")
-    if batch_size < 1 or (max_blocks is not None and max_blocks < 1):
-        raise OptionError("--batch-size and --max-blocks must be at least 1")
-    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None)
-    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
-    if any(not 0 <= x < loaded.num_layers for x in chosen):
-        raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
-    if token_blocks is not None:
-        seq_len = np.shape(token_blocks)[1]
-    if loaded.max_positions is not None and seq_len > loaded.max_positions:
-        raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
-                          f"use --seq-len {loaded.max_positions} or less")
-    if token_blocks is None:
-        ids, layout, corpus_label = _blocks(loaded, corpus, seq_len, max_blocks)
-    else:
-        ids, layout, corpus_label = np.asarray(token_blocks, dtype=np.int64), block_layout, "given token blocks"
+    check_sizes(seq_len, batch_size, max_blocks)
+    run = prepare_blocks(model, corpus=corpus, seq_len=seq_len, layers=layers, layer_count=lambda m: m.num_layers,
+                         max_blocks=max_blocks, device=device, device_map=device_map, tokenizer=tokenizer,
+                         token_blocks=token_blocks, block_layout=block_layout)
+    loaded, chosen, ids, seq_len = run.loaded, run.layers, run.ids, run.seq_len
     from posviz.observe.rope_bands import RopeBands
 
     bands = RopeBands.attach(loaded.model, chosen)
@@ -186,7 +162,7 @@ def attention(
     stats = {layer: layer_statistics(per_layer[layer], causal) for layer in chosen}
     return AttentionResult(
         model=loaded.label, layers=chosen, heads=int(stats[chosen[0]].toeplitzness.shape[0]), seq_len=seq_len,
-        blocks=sums.blocks, causal=causal, layout=layout, corpus=corpus_label, stats=stats,
+        blocks=sums.blocks, causal=causal, layout=run.layout, corpus=run.corpus, stats=stats,
         means={layer: per_layer[layer].mean for layer in chosen},
         rope_bands=None if bands is None else bands.means(),
     )

@@ -36,10 +36,13 @@ class TokenBlocks:
         ``(blocks, n)`` int64 token ids.
     layout
         One line saying which special tokens sit where (for outputs).
+    special_positions
+        The positions that hold the same special token in every block (``[CLS]``, ``[SEP]``, BOS).
     """
 
     ids: np.ndarray
     layout: str
+    special_positions: tuple[int, ...] = ()
 
 
 def _special(tokenizer: Any) -> tuple[list[int], list[int], int | None, str]:
@@ -87,4 +90,5 @@ def make_token_blocks(tokenizer: Any, texts: Sequence[str], seq_len: int, max_bl
     ids[:, len(prefix) : len(prefix) + body] = np.asarray(stream[: count * body], dtype=np.int64).reshape(count, body)
     if suffix:
         ids[:, -len(suffix) :] = suffix
-    return TokenBlocks(ids=ids, layout=layout)
+    fixed = (*range(len(prefix)), *range(seq_len - len(suffix), seq_len))
+    return TokenBlocks(ids=ids, layout=layout, special_positions=fixed)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from posviz.positional_scores import PositionalScores
+from posviz.toeplitz.diagonals import diagonal_sums_array
 
 
 @dataclass(frozen=True)
@@ -66,24 +66,6 @@ def support_mask(n: int, causal: bool) -> np.ndarray:
     return np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
 
 
-@lru_cache(maxsize=8)
-def _offset_index(n: int) -> np.ndarray:
-    """``(n * n,)``: the offset index ``j - i + n - 1`` of every entry of a row-major ``n x n`` matrix."""
-    index = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1).ravel()
-    index.setflags(write=False)
-    return index
-
-
-def diagonal_sums(x: np.ndarray) -> np.ndarray:
-    """Sums of ``(..., n, n)`` along each offset ``k = j - i``: ``(..., 2n - 1)``, index ``k + n - 1``."""
-    n = x.shape[-1]
-    flat = x.reshape(-1, n * n)
-    # one bincount for every matrix: matrix r's offsets are shifted to r * (2n - 1) + offset
-    index = (np.arange(flat.shape[0])[:, None] * (2 * n - 1) + _offset_index(n)[None, :]).ravel()
-    out = np.bincount(index, weights=flat.ravel(), minlength=flat.shape[0] * (2 * n - 1))
-    return out.reshape(*x.shape[:-2], 2 * n - 1)
-
-
 def _support(n: int, causal: bool, exclude_diagonal: bool) -> np.ndarray:
     mask = support_mask(n, causal)
     if exclude_diagonal:
@@ -100,8 +82,8 @@ def masked_toeplitzness(matrix: np.ndarray, mask: np.ndarray) -> float:
     without counting the masked zeros.
     """
     n = matrix.shape[-1]
-    counts = diagonal_sums(mask.astype(float))
-    sums = diagonal_sums(np.where(mask, matrix, 0.0))
+    counts = diagonal_sums_array(mask.astype(float))
+    sums = diagonal_sums_array(np.where(mask, matrix, 0.0))
     f = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
     k = np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1
     values = matrix[mask]
@@ -121,7 +103,7 @@ def _standard_support(mask: np.ndarray) -> tuple[bool, bool] | None:
 
 
 def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """A function ``values -> diagonal_sums(np.where(mask, values[:, None], 0))``, classified once per mask.
+    """A function ``values -> diagonal_sums_array(np.where(mask, values[:, None], 0))``, classified once per mask.
 
     For the standard supports (all entries or ``j <= i``, with or without the
     diagonal) the rows of offset ``k`` are one contiguous range, so prefix sums give
@@ -129,7 +111,7 @@ def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """
     kind = _standard_support(mask)
     if kind is None:
-        return lambda values: diagonal_sums(np.where(mask, values[:, None], 0.0))
+        return lambda values: diagonal_sums_array(np.where(mask, values[:, None], 0.0))
     causal, exclude = kind
     n = mask.shape[-1]
     k = np.arange(-(n - 1), n)
@@ -146,7 +128,7 @@ def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def row_diagonal_sums(row_values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``diagonal_sums(np.where(mask, row_values[:, None], 0))``: per offset, the sum of ``row_values`` over its rows.
+    """``diagonal_sums_array(np.where(mask, row_values[:, None], 0))``: per offset, the sum of ``row_values`` over its rows.
 
     O(n) for the standard supports (:func:`_row_summer`).
     """
@@ -198,8 +180,8 @@ def positional_share(sums: LayerSums, h: int, mask: np.ndarray) -> tuple[float, 
         so the streamed row sums are sums over the support.
     """
     b, total = sums.blocks, np.where(mask, sums.total[h], 0.0)
-    counts = diagonal_sums(mask.astype(float))
-    s = diagonal_sums(total)
+    counts = diagonal_sums_array(mask.astype(float))
+    s = diagonal_sums_array(total)
     ok = counts > 0
     sq = float(sums.row_sq[h].sum())
     explained = float((s[ok] ** 2 / (b * counts[ok])).sum())
@@ -273,8 +255,8 @@ def layer_statistics(sums: LayerSums, causal: bool) -> HeadAttention:
     else:
         scored = score(PositionalScores.from_dense(mean), null=False)
         r2, r2_off = np.atleast_1d(scored.toeplitzness), np.atleast_1d(scored.toeplitzness_offdiag)
-    counts = diagonal_sums(full.astype(float))
-    profiles = np.where(counts > 0, diagonal_sums(np.where(full, mean, 0.0)) / np.maximum(counts, 1), np.nan)
+    counts = diagonal_sums_array(full.astype(float))
+    profiles = np.where(counts > 0, diagonal_sums_array(np.where(full, mean, 0.0)) / np.maximum(counts, 1), np.nan)
     shares = np.array([positional_share(sums, h, full) for h in range(heads)])
     return HeadAttention(
         toeplitzness=r2,

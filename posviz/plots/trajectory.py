@@ -16,6 +16,12 @@ ATTENTION_PANELS = (
     ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness of mean attention,\noff-diagonal R² (mean over heads)"),
     ("positional_share", "positional_share_null", "positional_share_null_std", "positional share (mean over heads)"),
 )
+#: ``posviz trajectory --measure hidden``: one line per (series, layer).
+HIDDEN_PANELS = (
+    ("toeplitzness_offdiag", "toeplitzness_null_offdiag", "toeplitzness_null_std_offdiag", "Toeplitzness of P_l = V_l V_lᵀ,\noff-diagonal R²"),
+    ("positional_share", "positional_share_null", "", "positional share of the hidden states"),
+    ("probe_mae", "probe_mae_baseline", "", "position probe: mean absolute error\n(dotted: always the middle)"),
+)
 
 
 def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -27,7 +33,7 @@ def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
 
 def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None,
                     panels: Sequence[tuple[str, str, str, str]] = PANELS, null_label: str = "null mean ± sd (row-permuted E_P)"):
-    """Two panels (off-diagonal R², the headline, then full R²) against step: each series with its null mean ± sd as a band.
+    """Panels (by default off-diagonal R², the headline, then full R²) against step: each series with its null mean ± sd as a band.
 
     Parameters
     ----------
@@ -38,8 +44,8 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     title
         Figure title.
     panels
-        ``(field, null field, null sd field, y label)`` of the two panels (:data:`PANELS`,
-        :data:`ATTENTION_PANELS`).
+        ``(field, null field, null sd field, y label)`` of each panel (:data:`PANELS`,
+        :data:`ATTENTION_PANELS`, :data:`HIDDEN_PANELS`).
     null_label
         Legend entry of the null lines.
 
@@ -52,8 +58,8 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     from posviz.compare.series import series_band
     from posviz.plots.common import new_figure
 
-    fig = new_figure(11, 4.4)
-    axes = fig.subplots(1, 2, sharex=True)
+    fig = new_figure(5.5 * len(panels), 4.4)
+    axes = np.atleast_1d(fig.subplots(1, len(panels), sharex=True))
     groups = _by_series(rows)
     steps = np.array([r["step"] for r in rows], dtype=float)
     positive = steps[steps > 0]

@@ -56,6 +56,11 @@ class ReportOptions:
         the section out, so that reports do not run models unless asked.
     attention_seq_len, attention_max_blocks
         Block length and number of blocks of the attention section.
+    hidden_corpus
+        Corpus spec for the hidden-states section (``posviz hidden``); ``None`` leaves
+        the section out.
+    hidden_seq_len, hidden_max_blocks
+        Block length and number of blocks of the hidden-states section.
     """
 
     title: str | None = None
@@ -74,6 +79,9 @@ class ReportOptions:
     attention_corpus: str | None = None
     attention_seq_len: int = 128
     attention_max_blocks: int = 64
+    hidden_corpus: str | None = None
+    hidden_seq_len: int = 128
+    hidden_max_blocks: int = 64
 
 
 @dataclass

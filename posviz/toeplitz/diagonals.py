@@ -6,7 +6,9 @@ position), ``S_k`` is the sum of the diagonal at offset ``k``. Together with
 (:mod:`posviz.toeplitz.r2`) and the offset profile (:mod:`posviz.toeplitz.profile`).
 Kernels, one per way a matrix is given:
 
-* dense: :func:`skewed_sums` (diagonals turned into columns, one vectorised pass);
+* dense: :func:`skewed_sums` (diagonals turned into columns, one vectorised pass),
+  for one matrix given by row blocks or for a stack ``(..., n, n)``
+  (:func:`diagonal_sums_array`, used by ``posviz attention`` and ``posviz hidden``);
 * factored ``A = Q K^T``: ``S_k`` from FFT cross-correlations of the columns
   (O(n r log n)), ``sum A**2 = tr((Q^T Q)(K^T K))`` and
   ``sum A = (sum_i q_i) . (sum_j k_j)``, never building ``A``
@@ -82,7 +84,7 @@ def max_abs(x: np.ndarray) -> float:
     return m if np.isfinite(m) and m > 0 else 1.0
 
 
-def skewed_sums(n: int, rows: Rows, *, block: int = 256) -> tuple[np.ndarray, float]:
+def skewed_sums(n: int, rows: Rows, *, block: int = 256, squares: bool = True) -> tuple[np.ndarray, float]:
     """Diagonal sums and sum of squares of an ``n x n`` matrix given by row blocks.
 
     Parameters
@@ -93,6 +95,8 @@ def skewed_sums(n: int, rows: Rows, *, block: int = 256) -> tuple[np.ndarray, fl
         ``rows(i0, i1) -> A[i0:i1]``.
     block
         Rows per block (memory ``O(block * n)``).
+    squares
+        Also sum the squares (``False``: ``total_sq`` is 0).
 
     Returns
     -------
@@ -108,7 +112,7 @@ def skewed_sums(n: int, rows: Rows, *, block: int = 256) -> tuple[np.ndarray, fl
     """
     if n == 1:  # the shifted rows below need a row stride 2n - 2 >= n
         a = np.asarray(rows(0, 1), dtype=np.float64)
-        return a[:, 0].copy(), float(np.sum(a * a))
+        return a[:, 0].copy(), float(np.sum(a * a)) if squares else 0.0
     width = 2 * n - 1
     sums = np.zeros(width)
     total_sq = 0.0
@@ -120,8 +124,37 @@ def skewed_sums(n: int, rows: Rows, *, block: int = 256) -> tuple[np.ndarray, fl
         # flat index of A[i0 + t, j] is t (2n - 1) + (j - t - i0) + n - 1 = t (2n - 2) + (n - 1 - i0) + j
         buf[n - 1 - i0 : n - 1 - i0 + b * (width - 1)].reshape(b, width - 1)[:, :n] = blk
         sums += buf[: b * width].reshape(b, width).sum(axis=0)
-        total_sq += float(np.sum(blk * blk))
+        if squares:
+            total_sq += float(np.sum(blk * blk))
     return sums, total_sq
+
+
+def diagonal_sums_array(x: np.ndarray) -> np.ndarray:
+    """Sums of a stack of square matrices along each offset ``k = j - i``.
+
+    Parameters
+    ----------
+    x
+        ``(..., n, n)``, any float or bool dtype (summed in float64).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 2n - 1)``; index ``k + n - 1`` holds the sum of the diagonal at offset ``k``.
+
+    Notes
+    -----
+    The kernel of :func:`skewed_sums`, applied to each matrix of the stack.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"expected square matrices (..., n, n), got shape {a.shape}")
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty((flat.shape[0], 2 * n - 1))
+    for r, m in enumerate(flat):
+        out[r] = skewed_sums(n, lambda i0, i1, m=m: m[i0:i1], squares=False)[0]
+    return out.reshape(*a.shape[:-2], 2 * n - 1)
 
 
 def diagonal_sums_dense(matrix: np.ndarray) -> DiagonalSums:

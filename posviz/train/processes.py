@@ -255,7 +255,7 @@ def training_processes(report: Callable[[BaseException], None] | None = None) ->
         ends at once (:func:`_end_now`) instead of raising.
     """
     rank = process_rank()
-    several = _world_size() > 1
+    several = world_size() > 1
     interrupted: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -308,7 +308,7 @@ def _meet_to_leave() -> bool:
     return True
 
 
-def _world_size() -> int:
+def world_size() -> int:
     """The number of processes as ``torchrun`` sets it (``WORLD_SIZE``); 1 when not launched by it."""
     try:
         return int(os.environ.get("WORLD_SIZE", "1"))

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.observe.api import attention
-from posviz.observe.statistics import diagonal_sums, support_mask
+from posviz.observe.statistics import support_mask
+from posviz.toeplitz.diagonals import diagonal_sums_array as diagonal_sums
 from tests.checkpoint_factory import TINY_CONFIGS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -9,7 +9,6 @@ import pytest
 
 from posviz.observe.statistics import (
     LayerSums,
-    diagonal_sums,
     layer_statistics,
     masked_toeplitzness,
     positional_share,
@@ -18,6 +17,7 @@ from posviz.observe.statistics import (
     toeplitz_null_mean,
 )
 from posviz.toeplitz import toeplitzness
+from posviz.toeplitz.diagonals import diagonal_sums_array as diagonal_sums
 
 
 def _softmax_rows(logits: np.ndarray, causal: bool) -> np.ndarray:
@@ -47,11 +47,16 @@ def _r2_direct(a: np.ndarray, mask: np.ndarray) -> float:
     return 1 - ((x - t[mask]) ** 2).sum() / ((x - x.mean()) ** 2).sum()
 
 
-def test_diagonal_sums_match_numpy_trace():
-    a = np.random.default_rng(0).normal(size=(2, 5, 5))
+@pytest.mark.parametrize("shape", [(2, 5, 5), (3, 2, 4, 4), (1, 1), (2, 2)])
+def test_diagonal_sums_match_numpy_trace(shape):
+    """The one dense kernel (toeplitz.diagonals) on stacks of any leading shape, n = 1 included."""
+    a = np.random.default_rng(0).normal(size=shape)
+    n = shape[-1]
     got = diagonal_sums(a)
-    for k in range(-4, 5):
-        np.testing.assert_allclose(got[:, k + 4], np.trace(a, offset=k, axis1=1, axis2=2), atol=1e-12)
+    assert got.shape == (*shape[:-2], 2 * n - 1)
+    for k in range(-(n - 1), n):
+        np.testing.assert_allclose(got[..., k + n - 1], np.trace(a, offset=k, axis1=-2, axis2=-1), atol=1e-12)
+    np.testing.assert_array_equal(diagonal_sums(np.ones((n, n), dtype=bool)), n - np.abs(np.arange(1 - n, n)))
 
 
 @pytest.mark.parametrize("off", [False, True])

@@ -9,13 +9,14 @@ is left out of the report, its bookmarks and its contents line; the methods page
 from __future__ import annotations
 
 from posviz.report.section import Section
-from posviz.report.sections import albert, attention, finetune, heads, heatmaps, methods, summary, training
+from posviz.report.sections import albert, attention, finetune, heads, heatmaps, hidden, methods, summary, training
 
 SECTIONS: list[Section] = [
     summary.SECTION,
     heatmaps.SECTION,
     heads.SECTION,
     attention.SECTION,
+    hidden.SECTION,
     albert.SECTION,
     training.SECTION,
     finetune.SECTION,

@@ -28,6 +28,14 @@ REFERENCES: dict[str, str] = {
         "F. Barbero, A. Vitvitskyi, C. Perivolaropoulos, R. Pascanu and P. Veličković. Round and Round We Go! What "
         "makes Rotary Positional Encodings useful? ICLR 2025. arXiv:2410.06205."
     ),
+    "song2023": (
+        "J. Song and Y. Zhong. Uncovering hidden geometry in Transformers via disentangling position and context. "
+        "arXiv:2310.04861, 2023."
+    ),
+    "haviv2022": (
+        "A. Haviv, O. Ram, O. Press, P. Izsak and O. Levy. Transformer Language Models without Positional Encodings "
+        "Still Learn Positional Information. Findings of EMNLP 2022. arXiv:2203.16634."
+    ),
     "albert-readme": (
         "google-research/albert, README: results table 'v2 vs v1' (github.com/google-research/albert)."
     ),

@@ -1,0 +1,170 @@
+"""The block runner every text measure shares: a model, its chosen layers and the corpus cut into token blocks.
+
+``posviz attention`` and ``posviz hidden`` both start here: :func:`prepare_blocks`
+loads the model once (:mod:`~posviz.observe.loading`), checks the layers and the
+block length against it, and cuts the corpus into blocks
+(:mod:`~posviz.observe.corpus_blocks`); :func:`run_batches` then feeds the blocks
+to a measure's forward pass, batch by batch, without gradients, on the device of
+the model's first parameters. What each measure keeps from a forward pass is its
+own accumulator's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posviz.errors import OptionError
+from posviz.observe.loading import LoadedModel
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """A loaded model with its chosen layers and the token blocks it will run over.
+
+    Attributes
+    ----------
+    loaded
+        The model and its tokenizer.
+    layers
+        Chosen layers, sorted.
+    ids
+        ``(blocks, n)`` int64 token ids.
+    layout
+        Which special tokens sit where (one line for outputs).
+    corpus
+        The corpus, as named in outputs: its spec and the first 12 hex digits of its SHA-256.
+    special_positions
+        Positions holding the same special token in every block.
+    """
+
+    loaded: LoadedModel
+    layers: list[int]
+    ids: np.ndarray
+    layout: str
+    corpus: str
+    special_positions: tuple[int, ...]
+
+    @property
+    def seq_len(self) -> int:
+        """Positions per block."""
+        return int(self.ids.shape[1])
+
+
+def check_sizes(seq_len: int, batch_size: int, max_blocks: int | None) -> None:
+    """The options every text measure shares, checked before a model is loaded.
+
+    Raises
+    ------
+    OptionError
+        A block shorter than 2 positions, or a batch size or block count below 1.
+    """
+    if seq_len < 2:
+        raise OptionError(f"--seq-len {seq_len} is too short", "use at least 2 positions")
+    if batch_size < 1 or (max_blocks is not None and max_blocks < 1):
+        raise OptionError("--batch-size and --max-blocks must be at least 1")
+
+
+def prepare_blocks(
+    model: str,
+    *,
+    corpus: str | Sequence[str],
+    seq_len: int,
+    layers: str | Sequence[int] | None,
+    layer_count: Callable[[LoadedModel], int],
+    max_blocks: int | None,
+    device: str | None = None,
+    device_map: str | None = None,
+    tokenizer: str | None = None,
+    token_blocks: np.ndarray | None = None,
+    block_layout: str = "token blocks given",
+    special_positions: Sequence[int] = (),
+) -> BlockRun:
+    """Load ``model``, choose its layers and cut ``corpus`` into blocks of ``seq_len`` tokens.
+
+    Parameters
+    ----------
+    model
+        Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
+    corpus
+        Corpus spec(s) as ``posviz train`` reads them.
+    seq_len
+        Positions per block, special tokens included (ignored with ``token_blocks``).
+    layers
+        ``"all"``, ``"0,2,5-7"``, a list of ints, or ``None`` (layer 0).
+    layer_count
+        How many layers the measure sees in a loaded model (attention layers, or
+        hidden states: one more).
+    max_blocks
+        At most this many blocks (``None``: the whole corpus).
+    device, device_map, tokenizer
+        As :func:`posviz.observe.loading.load_model`.
+    token_blocks
+        Ready token ids ``(blocks, n)`` instead of a corpus.
+    block_layout, special_positions
+        What sits where in ``token_blocks``.
+
+    Raises
+    ------
+    PosvizError
+        A layer the model does not have, a block longer than the model's position
+        table (naming its length), a corpus that does not fill one block.
+    """
+    from posviz.batch.layers import parse_layers
+    from posviz.observe.loading import load_model
+
+    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None)
+    count = layer_count(loaded)
+    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, count, loaded.label)
+    if not chosen or any(not 0 <= x < count for x in chosen):
+        raise OptionError(f"{loaded.label} has layers 0-{count - 1}, not {chosen}")
+    if token_blocks is not None:
+        seq_len = int(np.shape(token_blocks)[1])
+    if loaded.max_positions is not None and seq_len > loaded.max_positions:
+        raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
+                          f"use --seq-len {loaded.max_positions} or less")
+    if token_blocks is not None:
+        ids = np.asarray(token_blocks, dtype=np.int64)
+        return BlockRun(loaded, chosen, ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))
+    from posviz.observe.corpus_blocks import make_token_blocks
+    from posviz.train.corpus import corpus_identity, load_corpus
+
+    specs = [corpus] if isinstance(corpus, str) else list(corpus)
+    texts = load_corpus(specs)
+    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
+    label = f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
+    return BlockRun(loaded, chosen, blocks.ids, blocks.layout, label, blocks.special_positions)
+
+
+def run_batches(model: Any, blocks: np.ndarray, batch_size: int, forward: Callable[[Any], None],
+                progress: Callable[[int], None] | None = None) -> int:
+    """Call ``forward(ids)`` on each batch of ``blocks``, without gradients; returns the number of blocks run.
+
+    Parameters
+    ----------
+    model
+        The loaded model (its first parameter's device receives the ids).
+    blocks
+        ``(blocks, n)`` token ids.
+    batch_size
+        Blocks per forward pass.
+    forward
+        Runs the model on one ``(batch, n)`` tensor of ids and keeps what its measure needs.
+    progress
+        Called with the number of blocks done after each batch.
+    """
+    import torch
+
+    first = next(model.parameters()).device
+    done = 0
+    with torch.inference_mode():
+        for start in range(0, len(blocks), batch_size):
+            ids = torch.as_tensor(blocks[start : start + batch_size]).to(first)
+            forward(ids)
+            done += int(ids.shape[0])
+            if progress is not None:
+                progress(done)
+    return done
