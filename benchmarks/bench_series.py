@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--rate", type=float, default=100e6, help="bandwidth cap of the emulator in bytes/s (default 100 MB/s)")
     ap.add_argument("--latency", type=float, default=0.03, help="seconds per request (default 0.03)")
     ap.add_argument("--workers", default="8,1", help="POSVIZ_FETCH_WORKERS values to measure (default 8,1)")
+    ap.add_argument("--no-cdn", dest="cdn", action="store_false",
+                    help="serve weight files directly (default: as the Hub serves LFS files, a 302 to a CDN address)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from bench_hub import clean_env
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     with HubEmulator(rate=args.rate, latency=args.latency) as hub:
         hub.hash_limit = 2**20  # sparse files: a cheap ETag instead of hashing 420 MiB of holes each
+        hub.cdn = args.cdn
         for repo, folder in repos.items():
             hub.add(repo, folder)
         for workers in args.workers.split(","):

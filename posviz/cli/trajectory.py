@@ -62,14 +62,27 @@ def _grouped_table(rows: list[dict], columns: Sequence[tuple[str, int, Callable[
 
     ``columns`` are ``(head, width, cell)``: ``cell(row)`` is right-aligned to ``width``.
     """
+    from posviz.compare.integrity import flagged
+
+    marked = any(flagged(r) for r in rows)
     out = []
     for series in dict.fromkeys(r["series"] for r in rows):
         out.append(series)
-        out.append("  " + "  ".join(f"{head:>{width}}" for head, width, _ in columns))
+        out.append("  " + "  ".join(f"{head:>{width}}" for head, width, _ in columns) + ("  check" if marked else ""))
         for r in (r for r in rows if r["series"] == series):
-            out.append("  " + "  ".join(f"{cell(r):>{width}}" for _, width, cell in columns))
+            out.append(("  " + "  ".join(f"{cell(r):>{width}}" for _, width, cell in columns) + _check_cell(r)).rstrip())
     out.append(footnote)
+    if marked:
+        out.append("check: '= X': same content as checkpoint X (a duplicate: every member of a group is marked, the bytes "
+                   "cannot tell which label is genuine); 'suspect': far from both neighbours. The reason is in --format json/csv.")
     return "\n".join(out) + "\n"
+
+
+def _check_cell(row: dict) -> str:
+    """The ``check`` column of a row: ``= X`` for a duplicate of X, ``suspect``, or nothing."""
+    if row.get("duplicate_of") is not None:
+        return f"  = {row['duplicate_of']}"
+    return "  suspect" if row.get("suspect") else ""
 
 
 def _score_columns(columns: tuple[tuple[str, str], ...], width: int) -> list[tuple[str, int, Callable[[dict], Any]]]:
@@ -140,6 +153,7 @@ def command(
     corpus: Annotated[str, typer.Option("--corpus", help="--measure attention: the fixed corpus (text file, folder, stdlib-docstrings[:N]).")] = "stdlib-docstrings",
     seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention: positions per block.")] = 128,
     max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention: blocks of the corpus.")] = 64,
+    keep_duplicates: Annotated[bool, typer.Option("--keep-duplicates", help="Draw checkpoints that repeat another checkpoint's content, or break from both neighbours, as genuine (rows and tables still mark them).")] = False,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
@@ -150,7 +164,9 @@ def command(
     posviz trajectory runs/abs --measure attention --corpus stdlib-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
-    (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)
+    (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step).
+    Every measure checks the series first: rows gain duplicate_of (the checkpoint whose content it repeats),
+    suspect and reason (docs/trajectory.md, "Can the series be trusted?").
     """
     from posviz.batch.cache import ScoreCache, ScoreSettings
     from posviz.compare.band_series import measure_for
@@ -163,13 +179,16 @@ def command(
         points = series_points(sources, _parse_steps(steps))
     chosen = measure.value if measure != Measure.auto else measure_for(points[0].spec)
     if chosen == "bands":
-        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi)
+        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi,
+               keep_duplicates=keep_duplicates)
         return
     if chosen == "attention":
         from posviz.compare.attention_series import attention_series_rows
+        from posviz.compare.integrity import Trace
 
         rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks)
-        _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=True)
+        check_rows(rows, points, Trace("auto"))
+        _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=True, keep_duplicates=keep_duplicates)
         return
     if layers is not None or probe is not None:
         from posviz.errors import OptionError
@@ -184,11 +203,33 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False)
+    from posviz.compare.integrity import Trace
+
+    check_rows(rows, points, Trace("positions", positions=positions, table=table))
+    _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False, keep_duplicates=keep_duplicates)
+
+
+def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict]) -> None:
+    """Check the series the rows came from (:mod:`posviz.compare.integrity`): mark ``rows`` (and ``more_rows``), warn once.
+
+    Only the points that gave rows are checked (``--allow-missing`` leaves some out). Any measure calls this
+    with what it traces, before writing anything.
+    """
+    import warnings
+
+    from posviz.compare.integrity import check_series, mark_rows, point_label, summary_lines
+
+    present = {(r["series"], r["step"]) for r in rows}
+    checked = [p for p in points if (p.series, p.step) in present]
+    verdicts = check_series(checked, trace)
+    for rs in (rows, *more_rows):
+        mark_rows(rs, verdicts)
+    for line in summary_lines(verdicts, {(p.series, p.step): point_label(p) for p in checked}):
+        warnings.warn(line, stacklevel=1)
 
 
 def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
-           attention: bool) -> None:
+           attention: bool, keep_duplicates: bool = False) -> None:
     """Rows to the text outputs (or stdout) and the figure to every figure path."""
     table = attention_table if attention else trajectory_table
 
@@ -204,9 +245,9 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
 
         if attention:
             fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
-                                  title="Attention on text along training (posviz attention)")
+                                  title="Attention on text along training (posviz attention)", keep_duplicates=keep_duplicates)
         else:
-            fig = plot_trajectory(rows, band=band)
+            fig = plot_trajectory(rows, band=band, keep_duplicates=keep_duplicates)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)
@@ -215,12 +256,14 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
 
 
 def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, probe: str | None, positions: str | None,
-           dpi: int) -> None:
+           dpi: int, keep_duplicates: bool = False) -> None:
     """``--measure bands``: per-head band usage of every checkpoint, as rows, a table and a figure."""
     from posviz.compare.band_series import band_rows, band_summary
+    from posviz.compare.integrity import Trace
 
     rows = band_rows(points, layers=layers, probe=probe, positions=positions)
     summary = band_summary(rows)
+    check_rows(rows, points, Trace("rope", layer=min(r["layer"] for r in rows)), summary)
 
     def render(kind: str) -> str:
         return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else band_table(summary)
@@ -232,7 +275,7 @@ def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, pro
         from posviz.plots.band_trajectory import plot_band_trajectory
         from posviz.plots.common import save_figure
 
-        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"])
+        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"], keep_duplicates=keep_duplicates)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ class HubFile:
         Offline and nothing stored for this file; or the Hub's own errors (gated, missing).
     """
 
-    def __init__(self, repo_id: str, commit: str, filename: str, endpoint: str, offline: bool) -> None:
+    def __init__(self, repo_id: str, commit: str, filename: str, endpoint: str, offline: bool,
+                 known: tuple[int, str] | None = None) -> None:
         self.repo_id, self.commit_hash, self.filename, self.endpoint = repo_id, commit, filename, endpoint
         self.offline = offline
         self.label = f"{repo_id}/{filename}"
@@ -121,9 +123,13 @@ class HubFile:
             raise SourceError(f"{repo_id}: {filename} is neither in the local Hugging Face cache nor in the posviz slice store, "
                               "and the Hub cannot be used", "run once online to fetch the needed tensors")
         else:
-            self._head()
+            if known is not None and known[1]:  # size and content hash from this process's model info: no HEAD needed
+                self.size, self.etag, self._headed = int(known[0]), _norm_etag(known[1]) or "", True
+            else:
+                self._head()
             self.store = SliceStore.for_file(endpoint, repo_id, commit, filename, self.etag)
         self._stored = self.store.slices()
+        self._shared = _shared(endpoint, repo_id, filename, self.etag, self.size, self.store)
         self.stats = STATS.setdefault(self.label, FetchStats(filename, self.size))
 
     def _head(self) -> None:
@@ -154,33 +160,46 @@ class HubFile:
         if self._whole is not None:
             return _read_path(self._whole, start, stop)
         pieces = self._pieces()
-        for a, b in _gaps(pieces, start, stop):
-            if self.offline:
-                raise SourceError(f"{self.label}: bytes {a}-{b} were never fetched and the Hub cannot be used",
-                                  "run once online (the slice store keeps only what was read)")
-            if not self._headed:
-                self._head()
-            data = self._fetch(a, b)
-            if self._whole is not None:
-                return _read_path(self._whole, start, stop)
-            self._pending.append((a, b, data))
+        if not _gaps(pieces, start, stop):
+            return _assemble(pieces, start, stop)
+        # Files of one content (revisions that serve the same blob) fetch each range once: one at a time.
+        with self._shared.lock:
             pieces = self._pieces()
+            for a, b in _gaps(pieces, start, stop):
+                if self.offline:
+                    raise SourceError(f"{self.label}: bytes {a}-{b} were never fetched and the Hub cannot be used",
+                                      "run once online (the slice store keeps only what was read)")
+                if not self._headed:
+                    self._head()
+                data = self._fetch(a, b)
+                if self._whole is not None:
+                    return _read_path(self._whole, start, stop)
+                self._pending.append((a, b, data))
+                self._shared.pieces.append((a, b, data))
+                pieces = self._pieces()
         return _assemble(pieces, start, stop)
 
     def _pieces(self) -> list[tuple[int, int, bytes | Path]]:
-        return sorted(self._stored + self._pending, key=lambda p: (p[0], -p[1]))
+        return sorted(self._stored + self._pending + self._shared.pieces, key=lambda p: (p[0], -p[1]))
 
     def commit(self) -> None:
         """Write what was fetched to the slice store (call once it decoded without error)."""
-        if not self._pending or self.offline:
+        if self.offline or (not self._pending and self.store.meta() is not None):
             return
+        # Written even when every range came from another commit of the same content (its slices are found by
+        # content hash), so that this commit's file is known offline.
         meta = {"size": self.size, "etag": self.etag, "commit": self.commit_hash, "filename": self.filename,
                 "repo_id": self.repo_id, "endpoint": self.endpoint}
-        self.store.write(meta, self._pending)
-        if self._whole is not None and any(p[2] is self._whole for p in self._pending):
+        committed = self._pending
+        self.store.write(meta, committed)
+        if self._whole is not None and any(p[2] is self._whole for p in committed):
             self._whole = self.store.folder / f"{0:012x}-{self.size:012x}"
         self._pending = []
         self._stored = self.store.slices()
+        done = {id(p[2]) for p in committed}
+        with self._shared.lock:  # the other files of this content read the stored copies from now on
+            self._shared.pieces[:] = [(a, b, self.store.folder / f"{a:012x}-{b:012x}") if id(data) in done else (a, b, data)
+                                      for a, b, data in self._shared.pieces]
 
     # ---- the network ----------------------------------------------------------
     def _fetch(self, start: int, stop: int) -> bytes:
@@ -253,6 +272,31 @@ class HubFile:
             raise ConnectionError(f"short body: {n} of {self.size} bytes")
         print(f"posviz: the Hub ignored a range request for {self.label}; downloaded the whole file ({_mib(n)})", file=sys.stderr)
         return path
+
+
+@dataclass
+class _Content:
+    """Ranges fetched in this process (or stored by earlier ones) of one file content, whatever its commit."""
+
+    lock: Any
+    pieces: list[tuple[int, int, bytes | Path]]
+
+
+#: One entry per (endpoint, repo, filename, content hash, size): revisions serving the same blob share it.
+_CONTENTS: dict[tuple[str, str, str, str, int], _Content] = {}
+_CONTENTS_LOCK = threading.Lock()
+
+
+def _shared(endpoint: str, repo_id: str, filename: str, etag: str, size: int, store: SliceStore) -> _Content:
+    """The shared ranges of a file's content; on first use, those other commits of the repo stored for it."""
+    key = (endpoint, repo_id, filename, etag, size)
+    with _CONTENTS_LOCK:
+        found = _CONTENTS.get(key)
+        if found is None:
+            pieces = [p for other in SliceStore.same_content(endpoint, repo_id, filename, etag)
+                      if other.folder != store.folder for p in other.slices()] if etag else []
+            found = _CONTENTS[key] = _Content(threading.Lock(), pieces)
+        return found
 
 
 #: Temporary whole-file bodies not (yet) moved into the store, removed at exit.

@@ -1,0 +1,306 @@
+"""Can a checkpoint series be trusted? Duplicated, mislabelled and discontinuous checkpoints (``posviz trajectory``).
+
+Public series serve wrong checkpoints under step labels (Pythia branches that serve
+the final model, a first shard that is another step's; see docs/trajectory.md). Before
+a trajectory is drawn, every checkpoint of it is fingerprinted (:func:`fingerprints`)
+by what the measure traces: E_P for learned absolute positions, layer L's query/key
+projections for RoPE models. Then :func:`judge` finds
+
+* **duplicates**: checkpoints whose files holding the traced tensors have one content
+  hash (:func:`posviz.read.fingerprints.file_digest`: the Hub's LFS SHA-256 without
+  downloading, a run's manifest), or whose traced tensors are equal byte for byte
+  (:func:`posviz.read.fingerprints.tensor_digest`: the same tensors in different
+  files). Every member of such a group is marked and names another member: the bytes
+  cannot tell which label is genuine;
+* **suspects**: a checkpoint much farther from both neighbours of its series than they
+  are from each other. With the relative Frobenius distance
+  ``d(A, B) = ||A - B||_F / ((||A||_F + ||B||_F) / 2)`` of the traced tensors, a checkpoint
+  ``b`` between ``a`` and ``c`` (by step, duplicates left out) is suspect when
+  ``min(d(b, a), d(b, c)) > SUSPECT_RATIO * d(a, c)``. Along a genuine path the nearer
+  neighbour is at most about as far as the two neighbours are from each other (half of
+  it on a straight path, 0.71 on a random walk), so 3 leaves a wide margin. The first and
+  last checkpoint of a series have one neighbour and are not tested.
+
+:func:`mark_rows` writes the verdicts into the rows of any measure: ``duplicate_of``,
+``suspect``, ``reason`` and the three distances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from posviz.compare.series import SeriesPoint
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: A checkpoint is suspect when its nearer neighbour is more than this many times as far as its neighbours are apart.
+SUSPECT_RATIO = 3.0
+#: Fields :func:`mark_rows` adds to every row.
+FIELDS = ("duplicate_of", "suspect", "reason", "distance_prev", "distance_next", "distance_neighbours")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What a measure reads of each checkpoint, and so what the checks compare.
+
+    Attributes
+    ----------
+    kind
+        ``positions`` (E_P), ``rope`` (one layer's query/key projections) or ``auto``
+        (E_P where the model has a position table, else RoPE's layer; else files only).
+    positions, table
+        The rows and table of E_P (``--positions``, ``--table``).
+    layer
+        The RoPE layer traced.
+    """
+
+    kind: str = "auto"
+    positions: str | None = None
+    table: str | None = None
+    layer: int = 0
+
+
+@dataclass
+class Fingerprint:
+    """What one checkpoint holds: content hashes of its traced files and tensors, and the tensors themselves."""
+
+    point: SeriesPoint
+    label: str
+    what: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    tensors: str | None = None
+    vector: np.ndarray | None = None
+    problem: str | None = None
+
+    @property
+    def file_key(self) -> tuple[str, ...] | None:
+        """The content hashes of the files holding the traced tensors, when every one is known."""
+        return tuple(sorted(self.files.values())) if self.files else None
+
+
+@dataclass
+class Verdict:
+    """What the checks found about one checkpoint (see the module docstring)."""
+
+    duplicate_of: str | None = None
+    suspect: bool = False
+    reason: str | None = None
+    distance_prev: float | None = None
+    distance_next: float | None = None
+    distance_neighbours: float | None = None
+
+    @property
+    def flagged(self) -> bool:
+        """A duplicate or a suspect: drawn hollow and left out of lines."""
+        return self.duplicate_of is not None or self.suspect
+
+    def fields(self) -> dict[str, Any]:
+        """The row fields (:data:`FIELDS`)."""
+        return {k: getattr(self, k) for k in FIELDS}
+
+
+def point_label(p: SeriesPoint) -> str:
+    """How a checkpoint is named in verdicts: a revision by its name, a run's checkpoint as ``RUN@STEP``, else its spec."""
+    repo, at, rev = p.spec.partition("@")
+    if at and repo == p.series:
+        return rev
+    if Path(p.spec).name.startswith("checkpoint-") and Path(p.spec).parent == Path(p.series):
+        return f"{p.series}@{p.step}"
+    return p.spec
+
+
+def _rope_tensors(ckpt, layer: int) -> dict[str, str]:
+    from posviz.read.rope_layouts import rope_layout
+
+    layout = rope_layout(ckpt.config)
+    modules = (layout.query, layout.key) if layout.key else (layout.query,)
+    return {f"layer {layer} {m}": ckpt.require(layout.name(m, layer) + ".weight", "query/key projection") for m in modules}
+
+
+def _traced(source, trace: Trace) -> tuple[str, dict[str, np.ndarray], list[str]]:
+    """``(what, {role: tensor}, files holding them)`` of ``source`` as ``trace`` says.
+
+    With no tensor to trace (``auto`` for a model with neither E_P nor RoPE), the one
+    weight file of an unsharded checkpoint is compared as a whole; a sharded one not at all.
+    """
+    from posviz.read.checkpoints import Checkpoint
+    from posviz.read.embeddings import load_position_embeddings
+    from posviz.read.families import family_for_config
+
+    ckpt = Checkpoint(source)
+    family = family_for_config(source.config) if source.config else None
+    rotary = family is not None and family.scheme == "rotary"
+    if trace.kind == "positions" or (trace.kind == "auto" and family is not None and family.tables):
+        pe = load_position_embeddings(source, table=trace.table, positions=trace.positions)
+        return "E_P", {"E_P": pe.matrix}, ckpt.files_for([pe.tensor])
+    if trace.kind == "rope" or (trace.kind == "auto" and rotary):
+        names = _rope_tensors(ckpt, trace.layer)
+        tensors = {role: ckpt.read(n) for role, n in names.items()}
+        return f"layer {trace.layer} query/key", tensors, ckpt.files_for(names.values())
+    whole = [f for f in source.files[:1] if not f.endswith(".index.json")]
+    return "weights", {}, whole
+
+
+def fingerprint(point: SeriesPoint, trace: Trace) -> Fingerprint:
+    """Fingerprint one checkpoint; a checkpoint that cannot be read gets ``problem`` instead (nothing raised)."""
+    import numpy as np
+
+    from posviz.errors import PosvizError
+    from posviz.read.fingerprints import file_digests, tensor_digest
+    from posviz.read.sources import resolve_source
+
+    fp = Fingerprint(point, point_label(point))
+    try:
+        source = resolve_source(point.spec)
+        fp.what, tensors, files = _traced(source, trace)
+        digests = file_digests(source, files)
+    except PosvizError as e:
+        fp.problem = e.message
+        return fp
+    fp.files = {f: d for f, d in digests.items() if d} if all(digests.values()) else {}
+    if tensors:
+        fp.tensors = tensor_digest(tensors)
+        fp.vector = np.concatenate([np.ravel(tensors[k]) for k in sorted(tensors)])
+    return fp
+
+
+def fingerprints(points: Sequence[SeriesPoint], trace: Trace) -> list[Fingerprint]:
+    """:func:`fingerprint` of every point, in order, by the fetch pool (``POSVIZ_FETCH_WORKERS``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from posviz.batch.scoring import fetch_workers
+    from posviz.util.progress import quiet_bytes
+
+    def work(p: SeriesPoint) -> Fingerprint:
+        with quiet_bytes():
+            return fingerprint(p, trace)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(fetch_workers(), len(points))), thread_name_prefix="posviz-check") as pool:
+        return list(pool.map(work, points))
+
+
+def relative_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """``||a - b||_F / ((||a||_F + ||b||_F) / 2)`` (0 for two zero tensors)."""
+    import numpy as np
+
+    scale = (float(np.linalg.norm(a)) + float(np.linalg.norm(b))) / 2
+    return float(np.linalg.norm(a - b)) / scale if scale > 0 else 0.0
+
+
+def _groups(fps: Sequence[Fingerprint]) -> list[list[int]]:
+    """Indices of fingerprints with one file content or one tensor content, groups of two or more."""
+    parent = list(range(len(fps)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, Any], int] = {}
+    for i, fp in enumerate(fps):
+        for key in (("files", fp.file_key), ("tensors", fp.tensors)):
+            if key[1] is None:
+                continue
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    out: dict[int, list[int]] = {}
+    for i in range(len(fps)):
+        out.setdefault(root(i), []).append(i)
+    return [g for g in out.values() if len(g) > 1]
+
+
+def _duplicate_reason(fp: Fingerprint, other: Fingerprint) -> str:
+    away = abs(other.point.step - fp.point.step)
+    where = f" (step {other.point.step}, {away} steps away)" if away else f" (step {other.point.step})"
+    if fp.file_key is not None and fp.file_key == other.file_key:
+        files = ", ".join(sorted(fp.files))
+        digest = next(iter(sorted(fp.files.values())))
+        return f"serves the same {files} as {other.label}{where}: content hash {digest[:12]}…"
+    return f"its {fp.what} is byte for byte that of {other.label}{where}, in a different file"
+
+
+def _mark_duplicates(fps: Sequence[Fingerprint], verdicts: list[Verdict]) -> set[int]:
+    flagged: set[int] = set()
+    for group in _groups(fps):
+        for i in group:
+            # The member farthest away in steps (ties: the later step, then the label): the strongest sign.
+            j = max((k for k in group if k != i),
+                    key=lambda k: (abs(fps[k].point.step - fps[i].point.step), fps[k].point.step, fps[k].label))
+            verdicts[i].duplicate_of = fps[j].label
+            verdicts[i].reason = _duplicate_reason(fps[i], fps[j])
+            flagged.add(i)
+    return flagged
+
+
+def _mark_discontinuities(fps: Sequence[Fingerprint], verdicts: list[Verdict], skip: set[int], ratio: float) -> None:
+    by_series: dict[str, list[int]] = {}
+    for i in sorted(range(len(fps)), key=lambda i: fps[i].point.step):
+        if i not in skip and fps[i].vector is not None:
+            by_series.setdefault(fps[i].point.series, []).append(i)
+    for seq in by_series.values():
+        for a, b, c in zip(seq, seq[1:], seq[2:], strict=False):
+            va, vb, vc = fps[a].vector, fps[b].vector, fps[c].vector
+            if not va.shape == vb.shape == vc.shape:
+                continue
+            v = verdicts[b]
+            v.distance_prev, v.distance_next = relative_distance(vb, va), relative_distance(vb, vc)
+            v.distance_neighbours = relative_distance(va, vc)
+            near = min(v.distance_prev, v.distance_next)
+            if near > ratio * v.distance_neighbours:
+                v.suspect = True
+                times = f"{near / v.distance_neighbours:.1f}×" if v.distance_neighbours > 0 else "infinitely"
+                v.reason = (f"its {fps[b].what} is {times} farther from both neighbours than they are from each other "
+                            f"(relative distance {v.distance_prev:.3g} to {fps[a].label}, {v.distance_next:.3g} to "
+                            f"{fps[c].label}, {v.distance_neighbours:.3g} between them; threshold {ratio:g}×)")
+
+
+def judge(fps: Sequence[Fingerprint], ratio: float = SUSPECT_RATIO) -> list[Verdict]:
+    """The verdict on each fingerprint, in order (duplicates first, then discontinuities among the rest)."""
+    verdicts = [Verdict() for _ in fps]
+    checked = [i for i, fp in enumerate(fps) if fp.problem is None]
+    dup = _mark_duplicates([fps[i] for i in checked], [verdicts[i] for i in checked])
+    skip = {checked[i] for i in dup} | {i for i, fp in enumerate(fps) if fp.problem is not None}
+    _mark_discontinuities(fps, verdicts, skip, ratio)
+    for fp, v in zip(fps, verdicts, strict=True):
+        if fp.problem is not None:
+            v.reason = f"not checked: {fp.problem}"
+    return verdicts
+
+
+def check_series(points: Sequence[SeriesPoint], trace: Trace, ratio: float = SUSPECT_RATIO) -> dict[tuple[str, int], Verdict]:
+    """Fingerprint and judge every point: ``{(series, step): verdict}``."""
+    fps = fingerprints(points, trace)
+    return {(fp.point.series, fp.point.step): v for fp, v in zip(fps, judge(fps, ratio), strict=True)}
+
+
+def mark_rows(rows: Iterable[dict[str, Any]], verdicts: dict[tuple[str, int], Verdict]) -> None:
+    """Add :data:`FIELDS` to every row that has ``series`` and ``step`` (rows of any measure, in place)."""
+    for r in rows:
+        v = verdicts.get((r.get("series"), r.get("step")))
+        r.update((v or Verdict()).fields())
+
+
+def summary_lines(verdicts: dict[tuple[str, int], Verdict], labels: dict[tuple[str, int], str]) -> list[str]:
+    """The warning lines: one for duplicates, one for suspects, one for checkpoints not checked (only those that apply)."""
+    total = len(verdicts)
+    dups = [(labels[k], v.duplicate_of) for k, v in verdicts.items() if v.duplicate_of is not None]
+    sus = [labels[k] for k, v in verdicts.items() if v.suspect]
+    unchecked = [labels[k] for k, v in verdicts.items() if (v.reason or "").startswith("not checked")]
+    out = []
+    if dups:
+        out.append(f"{len(dups)} of {total} checkpoints repeat another: {', '.join(f'{a} = {b}' for a, b in dups)}")
+    if sus:
+        out.append(f"{len(sus)} of {total} checkpoints break from both neighbours (suspect): {', '.join(sus)}")
+    if unchecked:
+        out.append(f"{len(unchecked)} of {total} checkpoints could not be checked for duplicates: {', '.join(unchecked)}")
+    return out
+
+
+def flagged(row: dict[str, Any]) -> bool:
+    """True for a row marked duplicate or suspect (figures draw it hollow and leave it out of lines)."""
+    return row.get("duplicate_of") is not None or bool(row.get("suspect"))

@@ -1,0 +1,103 @@
+"""What a checkpoint's bytes are, without reading them twice: content hashes of weight files and of tensors read.
+
+Two checkpoints that serve the same weight file, or the same bytes for the tensors
+read, are one checkpoint whatever their labels say. This module says what each
+holds, as cheaply as the source allows:
+
+* :func:`file_digests`: the content hash of each weight file, never downloading it.
+  A Hub file's is the SHA-256 the Hub sends for LFS files (``X-Linked-Etag`` of the
+  ``resolve`` answer, or the ``lfs.sha256`` of the model info with ``blobs=true``),
+  kept with the slice store (:mod:`posviz.read.slices`) and in the name of the Hugging
+  Face cache's blob, so it is known offline too; a ``posviz train`` checkpoint's is
+  the SHA-256 its manifest records. Plain folders have none (hashing a multi-gigabyte
+  file would cost more than reading the tensors).
+* :func:`tensor_digest`: a SHA-256 of tensors as read (names, shapes and values), so
+  equal tensors in different files are found too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from posviz.read.sources import Source
+
+_HEX = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
+
+
+def _manifest_digests(folder: Path) -> dict[str, str]:
+    from posviz.read.manifests import MANIFEST
+
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return {str(k): str(v["sha256"]) for k, v in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _blob_name(path: Path) -> str | None:
+    """The blob a Hugging Face cache snapshot links to is named by the file's ETag (sha256 for LFS files)."""
+    name = Path(os.path.realpath(path)).name
+    return name if _HEX.match(name) else None
+
+
+def file_digest(source: Source, filename: str) -> str | None:
+    """The content hash of one weight file of ``source``, or ``None`` where none is known without hashing it.
+
+    Parameters
+    ----------
+    source
+        A resolved source.
+    filename
+        A weight file of it (a shard name for sharded checkpoints).
+
+    Returns
+    -------
+    str or None
+        A hex digest: the manifest's SHA-256 for ``posviz train`` checkpoints; for Hub
+        files the Hub's content hash (LFS SHA-256), from the model info, the slice
+        store, the Hugging Face cache's blob name or the ``resolve`` answer's headers
+        (one ``HEAD`` at most, no body).
+    """
+    if source.kind == "run":
+        return _manifest_digests(source.root).get(filename)
+    if source.kind != "hub":
+        return None
+    known = source.remote_files.get(filename)
+    if known is not None and known[1]:
+        return known[1]
+    where = source.locate(filename)
+    if isinstance(where, Path):
+        return _blob_name(where)
+    return getattr(where, "etag", None) or None
+
+
+def file_digests(source: Source, filenames: Iterable[str]) -> dict[str, str | None]:
+    """:func:`file_digest` of each of ``filenames``."""
+    return {f: file_digest(source, f) for f in filenames}
+
+
+def tensor_digest(tensors: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of tensors as read: each key, shape and float64 value, in key order.
+
+    Keys name a tensor's role (``E_P``, ``layer 0 W_Q``), not its name in the file, so
+    that a checkpoint re-saved under other tensor names still matches.
+    Widening to float64 is exact for every stored float type, so equal stored
+    tensors give equal digests and different ones (but for NaN payloads) differ.
+    """
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype=np.float64)
+        h.update(f"{name}:{a.shape}:".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
