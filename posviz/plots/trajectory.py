@@ -68,10 +68,9 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     """
     import numpy as np
 
+    from posviz.compare.integrity import flagged
     from posviz.compare.series import series_band
     from posviz.plots.common import new_figure
-
-    from posviz.compare.integrity import flagged
 
     fig = new_figure(11, 4.4)
     axes = fig.subplots(1, 2, sharex=True)

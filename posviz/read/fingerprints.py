@@ -62,15 +62,13 @@ def file_digest(source: Source, filename: str) -> str | None:
     Returns
     -------
     str or None
-        A hex digest: the manifest's SHA-256 for ``posviz train`` checkpoints; for Hub
+        A hex digest: the manifest's SHA-256 for ``posviz train`` checkpoints (any folder with a manifest); for Hub
         files the Hub's content hash (LFS SHA-256), from the model info, the slice
         store, the Hugging Face cache's blob name or the ``resolve`` answer's headers
         (one ``HEAD`` at most, no body).
     """
-    if source.kind == "run":
-        return _manifest_digests(source.root).get(filename)
-    if source.kind != "hub":
-        return None
+    if source.kind != "hub":  # a posviz train checkpoint (as RUN@STEP or as its folder) has a manifest
+        return _manifest_digests(source.root).get(filename) if source.kind in ("run", "dir") else None
     known = source.remote_files.get(filename)
     if known is not None and known[1]:
         return known[1]

@@ -282,14 +282,14 @@ class _Content:
     pieces: list[tuple[int, int, bytes | Path]]
 
 
-#: One entry per (endpoint, repo, filename, content hash, size): revisions serving the same blob share it.
-_CONTENTS: dict[tuple[str, str, str, str, int], _Content] = {}
+#: One entry per (store, endpoint, repo, filename, content hash, size): revisions serving the same blob share it.
+_CONTENTS: dict[tuple[str, str, str, str, str, int], _Content] = {}
 _CONTENTS_LOCK = threading.Lock()
 
 
 def _shared(endpoint: str, repo_id: str, filename: str, etag: str, size: int, store: SliceStore) -> _Content:
     """The shared ranges of a file's content; on first use, those other commits of the repo stored for it."""
-    key = (endpoint, repo_id, filename, etag, size)
+    key = (str(store.folder.parent.parent), endpoint, repo_id, filename, etag, size)  # the store's root: one cache, one entry
     with _CONTENTS_LOCK:
         found = _CONTENTS.get(key)
         if found is None:
