@@ -27,7 +27,7 @@ projections for RoPE models. Then :func:`judge` finds
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +75,11 @@ class Fingerprint:
     tensors: str | None = None
     vector: np.ndarray | None = None
     problem: str | None = None
+    traced: bool = False  # tensors were read: :func:`load_vector` can read them again
+
+    def has_vector(self) -> bool:
+        """True when the traced tensors are held or can be read again."""
+        return self.vector is not None or self.traced
 
     @property
     def file_key(self) -> tuple[str, ...] | None:
@@ -145,10 +150,12 @@ def _traced(source, trace: Trace) -> tuple[str, dict[str, np.ndarray], list[str]
     return "weights", {}, whole
 
 
-def fingerprint(point: SeriesPoint, trace: Trace) -> Fingerprint:
-    """Fingerprint one checkpoint; a checkpoint that cannot be read gets ``problem`` instead (nothing raised)."""
-    import numpy as np
+def fingerprint(point: SeriesPoint, trace: Trace, keep: bool = False) -> Fingerprint:
+    """Fingerprint one checkpoint; a checkpoint that cannot be read gets ``problem`` instead (nothing raised).
 
+    With ``keep`` the traced tensors are held (``vector``); else they are read again when needed
+    (:func:`load_vector`), so that a long series of large tensors is never held in memory at once.
+    """
     from posviz.errors import PosvizError
     from posviz.read.fingerprints import file_digests, tensor_digest
     from posviz.read.sources import resolve_source
@@ -163,9 +170,29 @@ def fingerprint(point: SeriesPoint, trace: Trace) -> Fingerprint:
         return fp
     fp.files = {f: d for f, d in digests.items() if d} if all(digests.values()) else {}
     if tensors:
-        fp.tensors = tensor_digest(tensors)
-        fp.vector = np.concatenate([np.ravel(tensors[k]) for k in sorted(tensors)])
+        fp.tensors, fp.traced = tensor_digest(tensors), True
+        if keep:
+            fp.vector = _flat(tensors)
     return fp
+
+
+def _flat(tensors: dict[str, np.ndarray]) -> np.ndarray:
+    import numpy as np
+
+    return np.concatenate([np.ravel(tensors[k]) for k in sorted(tensors)])
+
+
+def load_vector(fp: Fingerprint, trace: Trace) -> np.ndarray | None:
+    """The traced tensors of a fingerprinted checkpoint, flat: held, or read again (from the local copies now)."""
+    if fp.vector is not None or not fp.traced:
+        return fp.vector
+    from posviz.errors import PosvizError
+    from posviz.read.sources import resolve_source
+
+    try:
+        return _flat(_traced(resolve_source(fp.point.spec), trace)[1])
+    except PosvizError:  # gone since it was fingerprinted: not tested
+        return None
 
 
 def fingerprints(points: Sequence[SeriesPoint], trace: Trace) -> list[Fingerprint]:
@@ -237,35 +264,63 @@ def _mark_duplicates(fps: Sequence[Fingerprint], verdicts: list[Verdict]) -> set
     return flagged
 
 
-def _mark_discontinuities(fps: Sequence[Fingerprint], verdicts: list[Verdict], skip: set[int], ratio: float) -> None:
+def _vectors(fps: Sequence[Fingerprint], seq: list[int], trace: Trace | None) -> Iterator[tuple[int, np.ndarray | None]]:
+    """``(index, vector)`` along ``seq``, read again in parallel a few at a time (never the whole series at once)."""
+    if trace is None:
+        yield from ((i, fps[i].vector) for i in seq)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from posviz.batch.scoring import fetch_workers
+
+    width = max(1, fetch_workers())
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="posviz-check") as pool:
+        for at in range(0, len(seq), width):
+            chunk = seq[at:at + width]
+            yield from zip(chunk, pool.map(lambda i: load_vector(fps[i], trace), chunk), strict=True)
+
+
+def _mark_discontinuities(fps: Sequence[Fingerprint], verdicts: list[Verdict], skip: set[int], ratio: float,
+                          trace: Trace | None) -> None:
     by_series: dict[str, list[int]] = {}
     for i in sorted(range(len(fps)), key=lambda i: fps[i].point.step):
-        if i not in skip and fps[i].vector is not None:
+        if i not in skip and fps[i].has_vector():
             by_series.setdefault(fps[i].point.series, []).append(i)
     for seq in by_series.values():
-        for a, b, c in zip(seq, seq[1:], seq[2:], strict=False):
-            va, vb, vc = fps[a].vector, fps[b].vector, fps[c].vector
-            if not va.shape == vb.shape == vc.shape:
-                continue
-            v = verdicts[b]
-            v.distance_prev, v.distance_next = relative_distance(vb, va), relative_distance(vb, vc)
-            v.distance_neighbours = relative_distance(va, vc)
-            near = min(v.distance_prev, v.distance_next)
-            if near > ratio * v.distance_neighbours:
-                v.suspect = True
-                times = f"{near / v.distance_neighbours:.1f}×" if v.distance_neighbours > 0 else "infinitely"
-                v.reason = (f"its {fps[b].what} is {times} farther from both neighbours than they are from each other "
-                            f"(relative distance {v.distance_prev:.3g} to {fps[a].label}, {v.distance_next:.3g} to "
-                            f"{fps[c].label}, {v.distance_neighbours:.3g} between them; threshold {ratio:g}×)")
+        window: list[tuple[int, np.ndarray | None]] = []
+        for item in _vectors(fps, seq, trace):
+            window = [*window[-2:], item]  # three at a time: a long series is never held whole
+            if len(window) == 3:
+                _judge_middle(fps, verdicts, window, ratio)
 
 
-def judge(fps: Sequence[Fingerprint], ratio: float = SUSPECT_RATIO) -> list[Verdict]:
-    """The verdict on each fingerprint, in order (duplicates first, then discontinuities among the rest)."""
+def _judge_middle(fps: Sequence[Fingerprint], verdicts: list[Verdict], window: list[tuple[int, Any]], ratio: float) -> None:
+    """Test the middle of three consecutive checkpoints ``(index, vector)`` (module docstring)."""
+    (a, va), (b, vb), (c, vc) = window
+    if va is None or vb is None or vc is None or not va.shape == vb.shape == vc.shape:
+        return
+    v = verdicts[b]
+    v.distance_prev, v.distance_next = relative_distance(vb, va), relative_distance(vb, vc)
+    v.distance_neighbours = relative_distance(va, vc)
+    near = min(v.distance_prev, v.distance_next)
+    if near > ratio * v.distance_neighbours:
+        v.suspect = True
+        times = f"{near / v.distance_neighbours:.1f}×" if v.distance_neighbours > 0 else "infinitely"
+        v.reason = (f"its {fps[b].what} is {times} farther from both neighbours than they are from each other "
+                    f"(relative distance {v.distance_prev:.3g} to {fps[a].label}, {v.distance_next:.3g} to "
+                    f"{fps[c].label}, {v.distance_neighbours:.3g} between them; threshold {ratio:g}×)")
+
+
+def judge(fps: Sequence[Fingerprint], ratio: float = SUSPECT_RATIO, trace: Trace | None = None) -> list[Verdict]:
+    """The verdict on each fingerprint, in order (duplicates first, then discontinuities among the rest).
+
+    ``trace`` reads again the tensors of fingerprints that do not hold them (:func:`load_vector`).
+    """
     verdicts = [Verdict() for _ in fps]
     checked = [i for i, fp in enumerate(fps) if fp.problem is None]
     dup = _mark_duplicates([fps[i] for i in checked], [verdicts[i] for i in checked])
     skip = {checked[i] for i in dup} | {i for i, fp in enumerate(fps) if fp.problem is not None}
-    _mark_discontinuities(fps, verdicts, skip, ratio)
+    _mark_discontinuities(fps, verdicts, skip, ratio, trace)
     for fp, v in zip(fps, verdicts, strict=True):
         if fp.problem is not None:
             v.reason = f"not checked: {fp.problem}"
@@ -275,7 +330,7 @@ def judge(fps: Sequence[Fingerprint], ratio: float = SUSPECT_RATIO) -> list[Verd
 def check_series(points: Sequence[SeriesPoint], trace: Trace, ratio: float = SUSPECT_RATIO) -> dict[tuple[str, int], Verdict]:
     """Fingerprint and judge every point: ``{(series, step): verdict}``."""
     fps = fingerprints(points, trace)
-    return {(fp.point.series, fp.point.step): v for fp, v in zip(fps, judge(fps, ratio), strict=True)}
+    return {(fp.point.series, fp.point.step): v for fp, v in zip(fps, judge(fps, ratio, trace), strict=True)}
 
 
 def mark_rows(rows: Iterable[dict[str, Any]], verdicts: dict[tuple[str, int], Verdict]) -> None:

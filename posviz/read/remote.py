@@ -111,6 +111,7 @@ class HubFile:
         self._pending: list[tuple[int, int, bytes | Path]] = []
         self._whole: Path | None = None  # the whole body, when the server ignored Range
         self._transport_etag: str | None = None
+        self._cdn_url: str | None = None  # where the Hub redirected the first range (LFS files)
         from huggingface_hub import hf_hub_url
 
         self.url = hf_hub_url(repo_id, filename, revision=commit, endpoint=endpoint)
@@ -221,10 +222,19 @@ class HubFile:
         from huggingface_hub import get_session
         from huggingface_hub.utils import build_hf_headers
 
-        headers = build_hf_headers(headers={"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"})
-        with _stream(get_session(), self.url, headers) as (status, rheaders, chunks):
+        wanted = {"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
+        # Later ranges go straight to where the first one was redirected (the CDN), without the Hub's
+        # credentials, saving a round trip each; if that address is refused (expired), back to the Hub once.
+        cdn = self._cdn_url
+        headers = wanted if cdn else build_hf_headers(headers=wanted)
+        with _stream(get_session(), cdn or self.url, headers) as (status, rheaders, chunks, final):
+            if status >= 400 and cdn:
+                self._cdn_url = None
+                raise ConnectionError(f"the CDN address answered HTTP {status}")  # retried through the Hub
             if status >= 400:
                 raise SourceError(f"{self.label}: the Hub answered HTTP {status} to a range request")
+            if status == 206 and not cdn and final and final != self.url and not _same_host(final, self.endpoint):
+                self._cdn_url = final
             self._check_etag(rheaders.get("ETag"))
             self.stats.ranges += 1
             if status == 200:  # Range ignored: keep the whole body, once, on disk
@@ -320,14 +330,14 @@ def _same_host(url: str, endpoint: str) -> bool:
 
 @contextlib.contextmanager
 def _stream(session: Any, url: str, headers: dict[str, str]):
-    """``(status, headers, chunk iterator)`` of a streamed GET: httpx (huggingface_hub ≥ 1) or requests (0.x)."""
+    """``(status, headers, chunk iterator, final URL)`` of a streamed GET: httpx (huggingface_hub ≥ 1) or requests (0.x)."""
     if callable(getattr(session, "stream", None)):  # httpx.Client (requests.Session.stream is a flag)
         with session.stream("GET", url, headers=headers, timeout=_TIMEOUT, follow_redirects=True) as r:
-            yield r.status_code, r.headers, r.iter_bytes(_CHUNK)
+            yield r.status_code, r.headers, r.iter_bytes(_CHUNK), str(r.url)
     else:  # requests.Session
         r = session.get(url, headers=headers, timeout=_TIMEOUT, stream=True, allow_redirects=True)
         try:
-            yield r.status_code, r.headers, r.iter_content(_CHUNK)
+            yield r.status_code, r.headers, r.iter_content(_CHUNK), str(r.url)
         finally:
             r.close()
 
