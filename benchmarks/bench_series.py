@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--work", type=Path, default=Path(__file__).parent / "work" / "series")
     ap.add_argument("--rate", type=float, default=100e6, help="bandwidth cap of the emulator in bytes/s (default 100 MB/s)")
     ap.add_argument("--latency", type=float, default=0.03, help="seconds per request (default 0.03)")
-    ap.add_argument("--workers", default="8,1", help="POSVIZ_FETCH_WORKERS values to measure (default 8,1)")
+    ap.add_argument("--workers", default="16,1", help="POSVIZ_FETCH_WORKERS values to measure (default 16,1)")
     ap.add_argument("--no-cdn", dest="cdn", action="store_false",
                     help="serve weight files directly (default: as the Hub serves LFS files, a 302 to a CDN address)")
     args = ap.parse_args(argv)

@@ -323,11 +323,11 @@ def score_models(
 
 
 #: Models fetched at once from the Hub (``POSVIZ_FETCH_WORKERS``; 1: one after the other).
-DEFAULT_FETCH_WORKERS = 8
+DEFAULT_FETCH_WORKERS = 16
 
 
 def fetch_workers() -> int:
-    """How many models are fetched and scored at once (``POSVIZ_FETCH_WORKERS``, default 8, at least 1)."""
+    """How many models are fetched and scored at once (``POSVIZ_FETCH_WORKERS``, default 16, at least 1)."""
     import os
 
     try:

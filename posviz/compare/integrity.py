@@ -27,7 +27,8 @@ projections for RoPE models. Then :func:`judge` finds
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,21 +127,19 @@ def _rope_tensors(ckpt, layer: int) -> dict[str, str]:
     return {f"layer {layer} {m}": ckpt.require(layout.name(m, layer) + ".weight", "query/key projection") for m in modules}
 
 
-def _traced(source, trace: Trace) -> tuple[str, dict[str, np.ndarray], list[str]]:
-    """``(what, {role: tensor}, files holding them)`` of ``source`` as ``trace`` says.
+def _traced(source, ckpt, trace: Trace) -> tuple[str, dict[str, np.ndarray], list[str]]:
+    """``(what, {role: tensor}, files holding them)`` of ``source`` (opened as ``ckpt``) as ``trace`` says.
 
     With no tensor to trace (``auto`` for a model with neither E_P nor RoPE), the one
     weight file of an unsharded checkpoint is compared as a whole; a sharded one not at all.
     """
-    from posviz.read.checkpoints import Checkpoint
     from posviz.read.embeddings import load_position_embeddings
     from posviz.read.families import family_for_config
 
-    ckpt = Checkpoint(source)
     family = family_for_config(source.config) if source.config else None
     rotary = family is not None and family.scheme == "rotary"
     if trace.kind == "positions" or (trace.kind == "auto" and family is not None and family.tables):
-        pe = load_position_embeddings(source, table=trace.table, positions=trace.positions)
+        pe = load_position_embeddings(source, table=trace.table, positions=trace.positions, checkpoint=ckpt)
         return "E_P", {"E_P": pe.matrix}, ckpt.files_for([pe.tensor])
     if trace.kind == "rope" or (trace.kind == "auto" and rotary):
         names = _rope_tensors(ckpt, trace.layer)
@@ -150,29 +149,38 @@ def _traced(source, trace: Trace) -> tuple[str, dict[str, np.ndarray], list[str]
     return "weights", {}, whole
 
 
-def fingerprint(point: SeriesPoint, trace: Trace, keep: bool = False) -> Fingerprint:
+#: Traced tensors are held (as float32) for the distance test up to this many elements in all; past it they are read
+#: again, three at a time (:func:`load_vector`). 2**26: 256 MiB, 170 BERT position tables.
+HOLD_ELEMENTS = 2**26
+
+
+def fingerprint(point: SeriesPoint, trace: Trace, keep: bool | Callable[[int], bool] = False) -> Fingerprint:
     """Fingerprint one checkpoint; a checkpoint that cannot be read gets ``problem`` instead (nothing raised).
 
-    With ``keep`` the traced tensors are held (``vector``); else they are read again when needed
-    (:func:`load_vector`), so that a long series of large tensors is never held in memory at once.
+    With ``keep`` (or ``keep(elements)`` true) the traced tensors are held as float32 (``vector``); else they
+    are read again when needed (:func:`load_vector`), so that a long series of large tensors is never held at once.
     """
+    import numpy as np
+
     from posviz.errors import PosvizError
+    from posviz.read.checkpoints import Checkpoint
     from posviz.read.fingerprints import file_digests, tensor_digest
     from posviz.read.sources import resolve_source
 
     fp = Fingerprint(point, point_label(point))
     try:
         source = resolve_source(point.spec)
-        fp.what, tensors, files = _traced(source, trace)
-        digests = file_digests(source, files)
+        ckpt = Checkpoint(source)
+        fp.what, tensors, files = _traced(source, ckpt, trace)
+        digests = file_digests(source, files, ckpt.opened())
     except PosvizError as e:
         fp.problem = e.message
         return fp
     fp.files = {f: d for f, d in digests.items() if d} if all(digests.values()) else {}
     if tensors:
         fp.tensors, fp.traced = tensor_digest(tensors), True
-        if keep:
-            fp.vector = _flat(tensors)
+        if keep is True or (callable(keep) and keep(sum(t.size for t in tensors.values()))):
+            fp.vector = _flat(tensors).astype(np.float32)
     return fp
 
 
@@ -189,8 +197,11 @@ def load_vector(fp: Fingerprint, trace: Trace) -> np.ndarray | None:
     from posviz.errors import PosvizError
     from posviz.read.sources import resolve_source
 
+    from posviz.read.checkpoints import Checkpoint
+
     try:
-        return _flat(_traced(resolve_source(fp.point.spec), trace)[1])
+        source = resolve_source(fp.point.spec)
+        return _flat(_traced(source, Checkpoint(source), trace)[1])
     except PosvizError:  # gone since it was fingerprinted: not tested
         return None
 
@@ -202,9 +213,18 @@ def fingerprints(points: Sequence[SeriesPoint], trace: Trace) -> list[Fingerprin
     from posviz.batch.scoring import fetch_workers
     from posviz.util.progress import quiet_bytes
 
+    held, lock = [0], threading.Lock()
+
+    def keep(elements: int) -> bool:
+        with lock:
+            if held[0] + elements > HOLD_ELEMENTS:
+                return False
+            held[0] += elements
+            return True
+
     def work(p: SeriesPoint) -> Fingerprint:
         with quiet_bytes():
-            return fingerprint(p, trace)
+            return fingerprint(p, trace, keep)
 
     with ThreadPoolExecutor(max_workers=max(1, min(fetch_workers(), len(points))), thread_name_prefix="posviz-check") as pool:
         return list(pool.map(work, points))
@@ -214,6 +234,7 @@ def relative_distance(a: np.ndarray, b: np.ndarray) -> float:
     """``||a - b||_F / ((||a||_F + ||b||_F) / 2)`` (0 for two zero tensors)."""
     import numpy as np
 
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     scale = (float(np.linalg.norm(a)) + float(np.linalg.norm(b))) / 2
     return float(np.linalg.norm(a - b)) / scale if scale > 0 else 0.0
 

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,7 +49,7 @@ def _blob_name(path: Path) -> str | None:
     return name if _HEX.match(name) else None
 
 
-def file_digest(source: Source, filename: str) -> str | None:
+def file_digest(source: Source, filename: str, opened: Any = None) -> str | None:
     """The content hash of one weight file of ``source``, or ``None`` where none is known without hashing it.
 
     Parameters
@@ -58,6 +58,9 @@ def file_digest(source: Source, filename: str) -> str | None:
         A resolved source.
     filename
         A weight file of it (a shard name for sharded checkpoints).
+    opened
+        The file as a :class:`~posviz.read.checkpoints.Checkpoint` opened it, if it did (its Hub reader knows
+        the hash already).
 
     Returns
     -------
@@ -72,15 +75,18 @@ def file_digest(source: Source, filename: str) -> str | None:
     known = source.remote_files.get(filename)
     if known is not None and known[1]:
         return known[1]
+    remote = getattr(opened, "remote", None)
+    if remote is not None and getattr(remote, "etag", None):
+        return str(remote.etag)
     where = source.locate(filename)
     if isinstance(where, Path):
         return _blob_name(where)
     return getattr(where, "etag", None) or None
 
 
-def file_digests(source: Source, filenames: Iterable[str]) -> dict[str, str | None]:
-    """:func:`file_digest` of each of ``filenames``."""
-    return {f: file_digest(source, f) for f in filenames}
+def file_digests(source: Source, filenames: Iterable[str], opened: Mapping[str, Any] | None = None) -> dict[str, str | None]:
+    """:func:`file_digest` of each of ``filenames`` (``opened``: the files already open, by name)."""
+    return {f: file_digest(source, f, (opened or {}).get(f)) for f in filenames}
 
 
 def tensor_digest(tensors: Mapping[str, np.ndarray]) -> str:
