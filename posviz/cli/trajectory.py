@@ -194,8 +194,13 @@ def command(
         from posviz.errors import OptionError
 
         raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention")
+    from posviz.compare.integrity import Collector, Trace
+
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
-    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
+    trace = Trace("positions", positions=positions, table=table)
+    seen = Collector(trace)  # fingerprints E_P as it is read for the scores: the checks read nothing again
+    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing,
+                                on_read=seen)
     if missing:
         import warnings
 
@@ -203,17 +208,16 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    from posviz.compare.integrity import Trace
-
-    check_rows(rows, points, Trace("positions", positions=positions, table=table))
+    check_rows(rows, points, trace, collected=seen)
     _write(rows, texts, figures, fmt, band=band, dpi=dpi, attention=False, keep_duplicates=keep_duplicates)
 
 
-def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict]) -> None:
+def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict], collected: Any = None) -> None:
     """Check the series the rows came from (:mod:`posviz.compare.integrity`): mark ``rows`` (and ``more_rows``), warn once.
 
     Only the points that gave rows are checked (``--allow-missing`` leaves some out). Any measure calls this
-    with what it traces, before writing anything.
+    with what it traces, before writing anything; ``collected``: a :class:`~posviz.compare.integrity.Collector`
+    that fingerprinted checkpoints as the measure read them.
     """
     import warnings
 
@@ -221,7 +225,7 @@ def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[
 
     present = {(r["series"], r["step"]) for r in rows}
     checked = [p for p in points if (p.series, p.step) in present]
-    verdicts = check_series(checked, trace)
+    verdicts = check_series(checked, trace, collected=collected)
     for rs in (rows, *more_rows):
         mark_rows(rs, verdicts)
     for line in summary_lines(verdicts, {(p.series, p.step): point_label(p) for p in checked}):

@@ -160,28 +160,72 @@ def fingerprint(point: SeriesPoint, trace: Trace, keep: bool | Callable[[int], b
     With ``keep`` (or ``keep(elements)`` true) the traced tensors are held as float32 (``vector``); else they
     are read again when needed (:func:`load_vector`), so that a long series of large tensors is never held at once.
     """
-    import numpy as np
-
     from posviz.errors import PosvizError
     from posviz.read.checkpoints import Checkpoint
-    from posviz.read.fingerprints import file_digests, tensor_digest
     from posviz.read.sources import resolve_source
 
-    fp = Fingerprint(point, point_label(point))
     try:
         source = resolve_source(point.spec)
         ckpt = Checkpoint(source)
-        fp.what, tensors, files = _traced(source, ckpt, trace)
-        digests = file_digests(source, files, ckpt.opened())
+        what, tensors, files = _traced(source, ckpt, trace)
+        return _fingerprint_of(point, source, what, tensors, files, ckpt.opened(), keep)
     except PosvizError as e:
-        fp.problem = e.message
-        return fp
+        return Fingerprint(point, point_label(point), problem=e.message)
+
+
+def _fingerprint_of(point: SeriesPoint, source, what: str, tensors: dict[str, np.ndarray], files: list[str],
+                    opened: dict[str, Any] | None, keep: bool | Callable[[int], bool]) -> Fingerprint:
+    """The fingerprint of tensors read from ``source`` (``files``: those holding them; ``opened``: its open files)."""
+    import numpy as np
+
+    from posviz.read.fingerprints import file_digests, tensor_digest
+
+    fp = Fingerprint(point, point_label(point), what)
+    digests = file_digests(source, files, opened)
     fp.files = {f: d for f, d in digests.items() if d} if all(digests.values()) else {}
     if tensors:
         fp.tensors, fp.traced = tensor_digest(tensors), True
         if keep is True or (callable(keep) and keep(sum(t.size for t in tensors.values()))):
             fp.vector = _flat(tensors).astype(np.float32)
     return fp
+
+
+def holding_budget(limit: int = HOLD_ELEMENTS) -> Callable[[int], bool]:
+    """``keep(elements)``: true while the tensors held so far and these stay within ``limit`` elements (thread-safe)."""
+    held, lock = [0], threading.Lock()
+
+    def keep(elements: int) -> bool:
+        with lock:
+            if held[0] + elements > limit:
+                return False
+            held[0] += elements
+            return True
+
+    return keep
+
+
+class Collector:
+    """Fingerprints taken as a measure reads E_P (``on_read`` of :func:`posviz.compare.series.series_rows`).
+
+    The checks then read nothing again for those checkpoints (:func:`check_series` with ``known``).
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace, self.keep = trace, holding_budget()
+        self.found: dict[tuple[str, int], Fingerprint] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, point: SeriesPoint, source: Any, embeddings: Any) -> None:
+        from posviz.errors import PosvizError
+        from posviz.read.fingerprints import files_holding
+
+        try:
+            files = files_holding(source, [embeddings.tensor])
+            fp = _fingerprint_of(point, source, "E_P", {"E_P": embeddings.matrix}, files, None, self.keep)
+        except PosvizError:
+            return  # fingerprinted on its own later, where the problem is reported
+        with self._lock:
+            self.found[(point.series, point.step)] = fp
 
 
 def _flat(tensors: dict[str, np.ndarray]) -> np.ndarray:
@@ -195,9 +239,8 @@ def load_vector(fp: Fingerprint, trace: Trace) -> np.ndarray | None:
     if fp.vector is not None or not fp.traced:
         return fp.vector
     from posviz.errors import PosvizError
-    from posviz.read.sources import resolve_source
-
     from posviz.read.checkpoints import Checkpoint
+    from posviz.read.sources import resolve_source
 
     try:
         source = resolve_source(fp.point.spec)
@@ -206,21 +249,14 @@ def load_vector(fp: Fingerprint, trace: Trace) -> np.ndarray | None:
         return None
 
 
-def fingerprints(points: Sequence[SeriesPoint], trace: Trace) -> list[Fingerprint]:
+def fingerprints(points: Sequence[SeriesPoint], trace: Trace, keep: Callable[[int], bool] | None = None) -> list[Fingerprint]:
     """:func:`fingerprint` of every point, in order, by the fetch pool (``POSVIZ_FETCH_WORKERS``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from posviz.batch.scoring import fetch_workers
     from posviz.util.progress import quiet_bytes
 
-    held, lock = [0], threading.Lock()
-
-    def keep(elements: int) -> bool:
-        with lock:
-            if held[0] + elements > HOLD_ELEMENTS:
-                return False
-            held[0] += elements
-            return True
+    keep = keep or holding_budget()
 
     def work(p: SeriesPoint) -> Fingerprint:
         with quiet_bytes():
@@ -348,9 +384,16 @@ def judge(fps: Sequence[Fingerprint], ratio: float = SUSPECT_RATIO, trace: Trace
     return verdicts
 
 
-def check_series(points: Sequence[SeriesPoint], trace: Trace, ratio: float = SUSPECT_RATIO) -> dict[tuple[str, int], Verdict]:
-    """Fingerprint and judge every point: ``{(series, step): verdict}``."""
-    fps = fingerprints(points, trace)
+def check_series(points: Sequence[SeriesPoint], trace: Trace, ratio: float = SUSPECT_RATIO,
+                 collected: Collector | None = None) -> dict[tuple[str, int], Verdict]:
+    """Fingerprint and judge every point: ``{(series, step): verdict}``.
+
+    ``collected`` holds fingerprints taken while the measure read the checkpoints; only the others are read here.
+    """
+    known = collected.found if collected is not None else {}
+    rest = [p for p in points if (p.series, p.step) not in known]
+    fresh = dict(zip(rest, fingerprints(rest, trace, collected.keep if collected else None), strict=True)) if rest else {}
+    fps = [known.get((p.series, p.step)) or fresh[p] for p in points]
     return {(fp.point.series, fp.point.step): v for fp, v in zip(fps, judge(fps, ratio, trace), strict=True)}
 
 

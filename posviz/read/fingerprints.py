@@ -84,6 +84,20 @@ def file_digest(source: Source, filename: str, opened: Any = None) -> str | None
     return getattr(where, "etag", None) or None
 
 
+def files_holding(source: Source, names: Iterable[str]) -> list[str]:
+    """The weight files of ``source`` that hold the tensors ``names`` (the index of a sharded checkpoint says which)."""
+    from posviz.errors import CheckpointError
+
+    first = source.files[0]
+    if not first.endswith(".index.json"):
+        return [first]
+    try:
+        where = json.loads(source.fetch(first).read_text(encoding="utf-8"))["weight_map"]
+        return sorted({str(where[n]) for n in names})
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{source.label}: {first} does not say which file holds {', '.join(names)}: {e}") from None
+
+
 def file_digests(source: Source, filenames: Iterable[str], opened: Mapping[str, Any] | None = None) -> dict[str, str | None]:
     """:func:`file_digest` of each of ``filenames`` (``opened``: the files already open, by name)."""
     return {f: file_digest(source, f, (opened or {}).get(f)) for f in filenames}
