@@ -170,3 +170,32 @@ def test_run_folder_with_resaved_and_copied_checkpoints(absolute_run, tmp_path):
     assert {s: r["duplicate_of"] for s, r in rows.items()} == \
         {6: f"{run}@18", 12: f"{run}@24", 18: f"{run}@6", 24: f"{run}@12"}
     assert "byte for byte" in rows[18]["reason"] and "same model.safetensors" in rows[24]["reason"]
+
+
+def test_measure_bands_marks_every_head(fake_hub, tmp_path):
+    """A RoPE series: what is traced is layer 0's query/key projections."""
+    for k in (1, 2, 4):
+        wq = np.random.default_rng(k).normal(size=(32, 32)).astype(np.float32)
+        folder = build_tiny_checkpoint("llama", tmp_path / f"l{k}", seed=k, plant={"layers.0.self_attn.q_proj.weight": wq})
+        fake_hub.add("org/rope", folder, revision=f"step{k}000")
+    fake_hub.serve_as("org/rope", "step3000", "step1000")
+    revs = "step1000,step2000,step3000,step4000"
+    res = cli("trajectory", "org/rope", "--revisions", revs, "--probe", "token:3", "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    marks = {(r["step"], r["duplicate_of"]) for r in rows}
+    assert marks == {(1000, "step3000"), (2000, None), (3000, "step1000"), (4000, None)}
+    assert len(rows) == 16 and "2 of 4 checkpoints repeat another: step1000 = step3000, step3000 = step1000" in res.output
+    table = cli("trajectory", "org/rope", "--revisions", revs, "--probe", "token:3")
+    assert table.exit_code == 0 and "= step3000" in table.stdout
+
+
+def test_measure_attention_marks_a_copied_checkpoint(absolute_run, train_corpus, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(absolute_run, run)
+    shutil.copytree(run / "checkpoint-12", run / "checkpoint-24")
+    res = cli("trajectory", str(run), "--measure", "attention", "--corpus", str(train_corpus), "--seq-len", "16",
+              "--max-blocks", "2", "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [(r["step"], r["duplicate_of"]) for r in rows] == [(6, None), (12, f"{run}@24"), (24, f"{run}@12")]
