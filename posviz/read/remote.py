@@ -306,6 +306,9 @@ def _shared(endpoint: str, repo_id: str, filename: str, etag: str, size: int, st
             pieces = [p for other in SliceStore.same_content(endpoint, repo_id, filename, etag)
                       if other.folder != store.folder for p in other.slices()] if etag else []
             found = _CONTENTS[key] = _Content(threading.Lock(), pieces)
+        else:  # stored copies removed since (a cleared cache): fetched again when needed
+            with found.lock:
+                found.pieces[:] = [p for p in found.pieces if not isinstance(p[2], Path) or p[2].is_file()]
         return found
 
 
