@@ -9,7 +9,7 @@ or a commit), ``/api/models/{repo}/tree/{rev}`` (the same per file), ``HEAD``/``
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
 Every request and every body byte sent is counted, a bandwidth cap and a per-request latency can be set,
 LFS-style redirects to a CDN address can be switched on (``cdn``),
-fault switches let tests play a server that ignores ``Range``, a file that
+fault switches let tests play a server that ignores ``Range``, an expiring CDN address, a file that
 changes under the reader, or a connection dropped mid-range, and :meth:`HubEmulator.serve_as` plants
 a wrong checkpoint in a series (a branch serving another branch's files, or one shard of them).
 
@@ -77,6 +77,7 @@ class Request:
     span: tuple[int, int] | None = None  # byte range of the file sent (stop exclusive)
     repo_id: str | None = None
     filename: str | None = None
+    authorized: bool = False  # the request carried an Authorization header
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Faults:
     ignore_range: bool = False  # answer Range requests with 200 and the whole file
     change_etag: bool = False  # a different ETag on every file response
     drop_ranges: int = 0  # drop this many ranged responses halfway (then answer normally)
+    expire_cdn: bool = False  # each CDN address the Hub redirects to serves one request, then answers 403 (expired)
     extra: dict = field(default_factory=dict)
 
 
@@ -124,6 +126,7 @@ class HubEmulator:
         self._lock = threading.Lock()
         self._next_free = 0.0  # when the capped link is free again
         self._etag_counter = 0
+        self._used_tokens: set[str] = set()
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -253,7 +256,7 @@ class HubEmulator:
     def _handle(self, h, body: bool) -> None:
         raw = urlparse(h.path).path  # split before unquoting: a revision may hold an escaped "/"
         path = unquote(raw)
-        req = Request(h.command, path, h.headers.get("Range"))
+        req = Request(h.command, path, h.headers.get("Range"), authorized="Authorization" in h.headers)
         with self._lock:
             self.requests.append(req)
         if self.latency:
@@ -280,9 +283,16 @@ class HubEmulator:
             repo_id, _, revision = raw[len("/api/models/"):].partition("/revision/")
             blobs = "blobs=true" in urlparse(h.path).query.lower()
             return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body, blobs)
-        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}
+        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}[?t=TOKEN]
             repo, sha, filename = (unquote(x) for x in raw[len("/cdn/"):].split("/", 2))
             req.repo_id, req.filename = repo.replace("--", "/"), filename
+            token = urlparse(h.path).query
+            if self.faults.expire_cdn and token:
+                with self._lock:
+                    used = token in self._used_tokens
+                    self._used_tokens.add(token)
+                if used:
+                    return self._send(h, req, 403, b"expired", body=body)
             return self._file(h, req, req.repo_id, sha, filename, body, cdn=True)
         if "/resolve/" in raw:
             repo_id, _, tail = raw.lstrip("/").partition("/resolve/")
@@ -355,6 +365,10 @@ class HubEmulator:
         if self.cdn and not cdn and filename.endswith((".safetensors", ".bin")):
             port = self._server.server_address[1]
             where = f"http://localhost:{port}/cdn/{repo_id.replace('/', '--')}/{repo['sha']}/{filename}"
+            if self.faults.expire_cdn:  # a signed address, good for one request
+                with self._lock:
+                    self._etag_counter += 1
+                    where += f"?t={self._etag_counter}"
             headers = {"Location": where, "X-Repo-Commit": repo["sha"], "X-Linked-Etag": self._etag(repo, filename),
                        "X-Linked-Size": str(size), "ETag": '"pointer-' + repo["etags"][filename][:12] + '"'}
             return self._send(h, req, 302, b"", headers, body)

@@ -199,3 +199,26 @@ def test_measure_attention_marks_a_copied_checkpoint(absolute_run, train_corpus,
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert [(r["step"], r["duplicate_of"]) for r in rows] == [(6, None), (12, f"{run}@24"), (24, f"{run}@12")]
+
+
+def test_later_ranges_go_straight_to_the_cdn(fake_hub, tmp_path, monkeypatch):
+    """The Hub redirects the first range of an LFS file; later ones go to that address, and back through the Hub
+    if it was refused (an expired signed address)."""
+    from posviz.read.embeddings import load_position_embeddings
+
+    tables = {name: np.random.default_rng(i).normal(size=(2048, D)).astype(np.float32) for i, name in enumerate(("one", "two"))}
+    for name, e in tables.items():  # E_P of 64 KiB: past the first request's 32 KiB
+        fake_hub.add(f"org/{name}", build_tiny_checkpoint("bert", tmp_path / name, hidden_size=D, num_attention_heads=2,
+                                                          intermediate_size=16, max_position_embeddings=2048, plant={EP: e}))
+    fake_hub.cdn = True
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)  # the Hub's credentials never go to the CDN host
+    pe = load_position_embeddings("org/one")
+    weights = [r for r in fake_hub.requests if r.filename == "model.safetensors"]
+    assert [(r.status, r.path.startswith("/cdn/"), r.authorized) for r in weights] == \
+        [(302, False, True), (206, True, False), (206, True, False)]  # the header (redirected), the rest of E_P
+    fake_hub.faults.expire_cdn = True
+    again = load_position_embeddings("org/two")
+    statuses = [r.status for r in fake_hub.requests if r.filename == "model.safetensors" and r.repo_id == "org/two"]
+    assert statuses == [302, 206, 403, 302, 206]  # the reused address had expired: the rest came through the Hub
+    np.testing.assert_array_equal(pe.matrix, tables["one"].astype(np.float64))
+    np.testing.assert_array_equal(again.matrix, tables["two"].astype(np.float64))
