@@ -213,22 +213,15 @@ def command(
 
 
 def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict], collected: Any = None) -> None:
-    """Check the series the rows came from (:mod:`posviz.compare.integrity`): mark ``rows`` (and ``more_rows``), warn once.
+    """Mark the rows of any measure with the series checks and warn once (:func:`posviz.compare.integrity.check_rows`).
 
-    Only the points that gave rows are checked (``--allow-missing`` leaves some out). Any measure calls this
-    with what it traces, before writing anything; ``collected``: a :class:`~posviz.compare.integrity.Collector`
-    that fingerprinted checkpoints as the measure read them.
+    Every measure calls this with what it traces, before writing anything.
     """
     import warnings
 
-    from posviz.compare.integrity import check_series, mark_rows, point_label, summary_lines
+    from posviz.compare.integrity import check_rows as check
 
-    present = {(r["series"], r["step"]) for r in rows}
-    checked = [p for p in points if (p.series, p.step) in present]
-    verdicts = check_series(checked, trace, collected=collected)
-    for rs in (rows, *more_rows):
-        mark_rows(rs, verdicts)
-    for line in summary_lines(verdicts, {(p.series, p.step): point_label(p) for p in checked}):
+    for line in check(rows, points, trace, *more_rows, collected=collected):
         warnings.warn(line, stacklevel=1)
 
 

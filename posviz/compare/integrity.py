@@ -397,6 +397,33 @@ def check_series(points: Sequence[SeriesPoint], trace: Trace, ratio: float = SUS
     return {(fp.point.series, fp.point.step): v for fp, v in zip(fps, judge(fps, ratio, trace), strict=True)}
 
 
+def check_rows(rows: list[dict[str, Any]], points: Sequence[SeriesPoint], trace: Trace, *more_rows: list[dict[str, Any]],
+               collected: Collector | None = None, ratio: float = SUSPECT_RATIO) -> list[str]:
+    """Check the series that gave ``rows`` and mark them (and ``more_rows``) in place; returns the warning lines.
+
+    Parameters
+    ----------
+    rows
+        Rows of any measure, each with ``series`` and ``step``.
+    points
+        The checkpoints; only those that gave rows are checked (``--allow-missing`` leaves some out).
+    trace
+        What the measure reads of each checkpoint.
+    more_rows
+        Other rows of the same checkpoints to mark (``--measure bands``: the per-layer summary).
+    collected
+        Fingerprints taken while the measure read the checkpoints (:class:`Collector`).
+    ratio
+        The suspect threshold (:data:`SUSPECT_RATIO`).
+    """
+    present = {(r["series"], r["step"]) for r in rows}
+    checked = [p for p in points if (p.series, p.step) in present]
+    verdicts = check_series(checked, trace, ratio, collected)
+    for rs in (rows, *more_rows):
+        mark_rows(rs, verdicts)
+    return summary_lines(verdicts, {(p.series, p.step): point_label(p) for p in checked})
+
+
 def mark_rows(rows: Iterable[dict[str, Any]], verdicts: dict[tuple[str, int], Verdict]) -> None:
     """Add :data:`FIELDS` to every row that has ``series`` and ``step`` (rows of any measure, in place)."""
     for r in rows:
