@@ -12,6 +12,13 @@ changes under the reader is an error), ``Content-Range`` must match what was
 asked, and a connection dropped mid-range is retried once. A server that
 ignores ``Range`` (``200`` with the whole body) is detected: the body is
 streamed to a file once and every later read is served from it.
+
+Round trips: the size and content hash come from the model info when the source
+was resolved on the Hub (no ``HEAD``); the first range of an LFS file follows the
+Hub's redirect to its CDN, and later ranges go straight to that address (without
+the Hub's credentials; back through the Hub if it is refused). Files with one
+content hash (revisions that serve the same blob) share what was fetched of them,
+in the process and, through the slice store, across processes: each range once.
 """
 
 from __future__ import annotations
@@ -96,6 +103,9 @@ class HubFile:
         The Hub endpoint.
     offline
         Serve only what the slice store holds (``HF_HUB_OFFLINE``, or the Hub unreachable).
+    known
+        The file's size and content hash (LFS SHA-256, else git blob id) from the model info this process
+        just asked for: no ``HEAD`` is needed.
 
     Raises
     ------
@@ -129,6 +139,7 @@ class HubFile:
             else:
                 self._head()
             self.store = SliceStore.for_file(endpoint, repo_id, commit, filename, self.etag)
+        self._has_meta = meta is not None
         self._stored = self.store.slices()
         self._shared = _shared(endpoint, repo_id, filename, self.etag, self.size, self.store)
         self.stats = STATS.setdefault(self.label, FetchStats(filename, self.size))
@@ -185,7 +196,7 @@ class HubFile:
 
     def commit(self) -> None:
         """Write what was fetched to the slice store (call once it decoded without error)."""
-        if self.offline or (not self._pending and self.store.meta() is not None):
+        if self.offline or (not self._pending and self._has_meta):
             return
         # Written even when every range came from another commit of the same content (its slices are found by
         # content hash), so that this commit's file is known offline.
@@ -193,6 +204,7 @@ class HubFile:
                 "repo_id": self.repo_id, "endpoint": self.endpoint}
         committed = self._pending
         self.store.write(meta, committed)
+        self._has_meta = True
         if self._whole is not None and any(p[2] is self._whole for p in committed):
             self._whole = self.store.folder / f"{0:012x}-{self.size:012x}"
         self._pending = []
