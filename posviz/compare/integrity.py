@@ -244,7 +244,7 @@ def load_vector(fp: Fingerprint, trace: Trace) -> np.ndarray | None:
 
     try:
         source = resolve_source(fp.point.spec)
-        return _flat(_traced(source, Checkpoint(source), trace)[1])
+        return _flat(_traced(source, Checkpoint(source), trace)[1]).astype("float32")  # as held: the same distances
     except PosvizError:  # gone since it was fingerprinted: not tested
         return None
 
@@ -323,7 +323,7 @@ def _mark_duplicates(fps: Sequence[Fingerprint], verdicts: list[Verdict]) -> set
 
 def _vectors(fps: Sequence[Fingerprint], seq: list[int], trace: Trace | None) -> Iterator[tuple[int, np.ndarray | None]]:
     """``(index, vector)`` along ``seq``, read again in parallel a few at a time (never the whole series at once)."""
-    if trace is None:
+    if trace is None or all(fps[i].vector is not None for i in seq):  # all held: nothing to read
         yield from ((i, fps[i].vector) for i in seq)
         return
     from concurrent.futures import ThreadPoolExecutor

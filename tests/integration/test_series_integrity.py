@@ -222,3 +222,20 @@ def test_later_ranges_go_straight_to_the_cdn(fake_hub, tmp_path, monkeypatch):
     assert statuses == [302, 206, 403, 302, 206]  # the reused address had expired: the rest came through the Hub
     np.testing.assert_array_equal(pe.matrix, tables["one"].astype(np.float64))
     np.testing.assert_array_equal(again.matrix, tables["two"].astype(np.float64))
+
+
+def test_tensors_read_again_when_not_held(hf_cache, planted):
+    """Past the holding budget the traced tensors are read again, three at a time: the same verdicts."""
+    from posviz.compare.integrity import Trace, fingerprints, judge
+    from posviz.compare.series import revision_points
+
+    for i, rev in enumerate(REVS):
+        hf_cache("org/again", planted["step_6k" if rev == "step_2k" else rev], revision=rev, commit=f"{i + 1:040x}")
+    points = revision_points(["org/again"], REVS)
+    trace = Trace("positions")
+    held = judge(fingerprints(points, trace, keep=lambda n: True))
+    fps = fingerprints(points, trace, keep=lambda n: False)
+    assert all(fp.vector is None and fp.traced for fp in fps)
+    again = judge(fps, trace=trace)
+    assert [v.fields() for v in again] == [v.fields() for v in held]
+    assert [p.spec.rsplit("@")[-1] for p, v in zip(points, again, strict=True) if v.suspect] == ["step_7k"]
