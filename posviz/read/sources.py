@@ -346,8 +346,16 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
     if not files:
         raise SourceError(f"{repo_id} has no PyTorch/safetensors weights on the Hub (TensorFlow/Flax-only models are not supported)")
     # Fetch config.json by the requested revision (so the cache records refs/<branch>
-    # for later offline use), then pin every other file to the snapshot's commit.
-    cfg_path = _hub_download(repo_id, "config.json", revision)
+    # for later offline use), then pin every other file to the snapshot's commit. The model
+    # info named the commit: one GET of it is enough (huggingface_hub's download adds a HEAD).
+    sha = getattr(info, "sha", None)
+    cfg_path = None
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{40}", sha):
+        from posviz.read.hub_cache import fetch_small_file
+
+        cfg_path = fetch_small_file(repo_id, "config.json", sha, revision, hub_endpoint(), hf_cache_dir())
+    if cfg_path is None:
+        cfg_path = _hub_download(repo_id, "config.json", revision)
     commit = cfg_path.parent.name
     known = {s.rfilename: (int(s.size), _content_hash(s)) for s in (info.siblings or [])
              if s.rfilename in files and s.size is not None and _content_hash(s) and commit == getattr(info, "sha", None)}

@@ -239,3 +239,21 @@ def test_tensors_read_again_when_not_held(hf_cache, planted):
     again = judge(fps, trace=trace)
     assert [v.fields() for v in again] == [v.fields() for v in held]
     assert [p.spec.rsplit("@")[-1] for p, v in zip(points, again, strict=True) if v.suspect] == ["step_7k"]
+
+
+def test_config_is_one_request_into_the_hf_cache(fake_hub, planted):
+    """The model info names the commit: config.json is one GET, laid out in the HF cache as huggingface_hub does."""
+    import os
+
+    from huggingface_hub import try_to_load_from_cache
+
+    from posviz.read.sources import hf_cache_dir, resolve_source
+
+    commit = fake_hub.add("org/cfg", planted["step_1k"], revision="step_1k")
+    source = resolve_source("org/cfg@step_1k")
+    config = [(r.method, r.status) for r in fake_hub.requests if r.filename == "config.json"]
+    assert config == [("GET", 200)]
+    assert source.revision == commit and source.config["model_type"] == "bert"
+    cached = try_to_load_from_cache("org/cfg", "config.json", cache_dir=hf_cache_dir(), revision="step_1k")
+    assert cached is not None and os.path.realpath(cached).endswith(fake_hub.repos["org/cfg"]["step_1k"]["etags"]["config.json"])
+    assert (planted["step_1k"] / "config.json").read_bytes() == open(cached, "rb").read()
