@@ -5,9 +5,12 @@ safetensors of 420 MiB each) sparse: only each checkpoint's own position table E
 values) is written, the rest of the file is a hole. The Hub emulator of the test suite serves them as
 ``google/multiberts-seed_S-step_Kk`` at 100 MB/s (``--rate``) and 30 ms per request (``--latency``), and
 ``posviz trajectory`` of all 140 ids runs as a whole process with fresh caches, once with the default pool of
-fetch workers and once with ``POSVIZ_FETCH_WORKERS=1`` (one checkpoint after the other).
+fetch workers and once with ``POSVIZ_FETCH_WORKERS=1`` (one checkpoint after the other). Weight files are served
+as the Hub serves LFS files (a 302 from ``resolve`` to a CDN address; ``--no-cdn`` serves them directly).
 
-Reported: wall time, peak memory, requests and body bytes sent, against the bytes of the 140 position tables.
+Reported: wall time, the time the capped link alone needs for the bytes sent and the ratio of the two, peak
+memory, requests (per checkpoint too) and body bytes sent, against the bytes of the 140 position tables, and how
+many rows the series checks flagged (none: every checkpoint is distinct and on its path).
 """
 
 from __future__ import annotations
@@ -77,7 +80,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--work", type=Path, default=Path(__file__).parent / "work" / "series")
     ap.add_argument("--rate", type=float, default=100e6, help="bandwidth cap of the emulator in bytes/s (default 100 MB/s)")
     ap.add_argument("--latency", type=float, default=0.03, help="seconds per request (default 0.03)")
-    ap.add_argument("--workers", default="8,1", help="POSVIZ_FETCH_WORKERS values to measure (default 8,1)")
+    ap.add_argument("--workers", default="16,1", help="POSVIZ_FETCH_WORKERS values to measure (default 16,1)")
+    ap.add_argument("--null-draws", type=int, default=None,
+                    help="pass --null-draws N to posviz (0: the exact null mean only, which shows the fetching alone)")
+    ap.add_argument("--no-cdn", dest="cdn", action="store_false",
+                    help="serve weight files directly (default: as the Hub serves LFS files, a 302 to a CDN address)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from bench_hub import clean_env
@@ -89,6 +96,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     with HubEmulator(rate=args.rate, latency=args.latency) as hub:
         hub.hash_limit = 2**20  # sparse files: a cheap ETag instead of hashing 420 MiB of holes each
+        hub.cdn = args.cdn
         for repo, folder in repos.items():
             hub.add(repo, folder)
         for workers in args.workers.split(","):
@@ -97,13 +105,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
             home.mkdir(parents=True)
             env = {**clean_env(home, hub.endpoint), "POSVIZ_FETCH_WORKERS": workers}
             hub.reset()
-            wall, peak = run_once(posviz_cmd("trajectory", *repos, "-o", str(home / "rows.json")), env)
+            extra = [] if args.null_draws is None else ["--null-draws", str(args.null_draws)]
+            wall, peak = run_once(posviz_cmd("trajectory", *repos, *extra, "-o", str(home / "rows.json")), env)
             got = json.loads((home / "rows.json").read_text())
+            flagged = sum(r.get("duplicate_of") is not None or bool(r.get("suspect")) for r in got)
             weights = sum(hub.file_bytes(r, "model.safetensors") for r in repos)
-            rows.append({"fetch workers": workers, "wall_s": round(wall, 2), "peak_mib": round(peak),
+            link = hub.bytes_sent / args.rate  # seconds the capped link alone needs for what was sent
+            rows.append({"fetch workers": workers, "wall_s": round(wall, 2), "link_s": round(link, 2),
+                         "wall_over_link": round(wall / link, 2), "peak_mib": round(peak),
                          "requests": len(hub.requests), "sent_mib": round(hub.bytes_sent / 2**20, 1),
                          "weights_sent_mib": round(weights / 2**20, 1), "E_P_mib": round(ep_bytes / 2**20, 1),
-                         "ratio_to_E_P": round(hub.bytes_sent / ep_bytes, 3), "rows": len(got)})
+                         "ratio_to_E_P": round(hub.bytes_sent / ep_bytes, 3), "rows": len(got),
+                         "requests_per_checkpoint": round(len(hub.requests) / len(repos), 1), "flagged": flagged})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 

@@ -3,13 +3,15 @@
 It serves model folders under hub ids, each under one or more revisions
 (branches; ``main`` unless told), with the routes huggingface_hub uses to resolve
 and download files: ``/api/models/{repo}[/revision/{rev}]`` (model info with
-``sha`` and ``siblings``; ``{rev}`` a branch or a commit), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
+``sha`` and ``siblings``, with ``?blobs=true`` each file's size, blob id and LFS SHA-256; ``{rev}`` a branch
+or a commit), ``/api/models/{repo}/tree/{rev}`` (the same per file), ``HEAD``/``GET /{repo}/resolve/{rev}/{file}``
 (``ETag``, ``X-Repo-Commit``, ``Content-Length``, ``Accept-Ranges``, and
 ``Range`` answered with ``206``), and the endpoint root that posviz probes.
 Every request and every body byte sent is counted, a bandwidth cap and a per-request latency can be set,
 LFS-style redirects to a CDN address can be switched on (``cdn``),
-and fault switches let tests play a server that ignores ``Range``, a file that
-changes under the reader, or a connection dropped mid-range.
+fault switches let tests play a server that ignores ``Range``, an expiring CDN address, a file that
+changes under the reader, or a connection dropped mid-range, and :meth:`HubEmulator.serve_as` plants
+a wrong checkpoint in a series (a branch serving another branch's files, or one shard of them).
 
 From a script::
 
@@ -75,6 +77,7 @@ class Request:
     span: tuple[int, int] | None = None  # byte range of the file sent (stop exclusive)
     repo_id: str | None = None
     filename: str | None = None
+    authorized: bool = False  # the request carried an Authorization header
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Faults:
     ignore_range: bool = False  # answer Range requests with 200 and the whole file
     change_etag: bool = False  # a different ETag on every file response
     drop_ranges: int = 0  # drop this many ranged responses halfway (then answer normally)
+    expire_cdn: bool = False  # each CDN address the Hub redirects to serves one request, then answers 403 (expired)
     extra: dict = field(default_factory=dict)
 
 
@@ -122,6 +126,7 @@ class HubEmulator:
         self._lock = threading.Lock()
         self._next_free = 0.0  # when the capped link is free again
         self._etag_counter = 0
+        self._used_tokens: set[str] = set()
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -157,6 +162,24 @@ class HubEmulator:
             digest.update(name.encode() + h.encode())
         sha = digest.hexdigest()
         self.repos.setdefault(repo_id, {})[revision] = {"sha": sha, "files": files, "etags": etags}
+        return sha
+
+    def serve_as(self, repo_id: str, revision: str, other: str, files: list[str] | None = None) -> str:
+        """Plant a wrong checkpoint: branch ``revision`` serves ``other``'s bytes (all files, or only ``files``).
+
+        The branch keeps its own name and gets its own commit, as when an upload put one step's files under
+        another step's label (a whole checkpoint, or one shard of it). Returns the new commit hash.
+        """
+        mine = self.repos[repo_id].get(revision, {"files": {}, "etags": {}})
+        theirs = self.repos[repo_id][other]
+        names = list(theirs["files"]) if files is None else files
+        served = {**mine["files"], **{n: theirs["files"][n] for n in names}}
+        etags = {**mine["etags"], **{n: theirs["etags"][n] for n in names}}
+        digest = hashlib.sha1(f"{repo_id}@{revision} serves {other}".encode())
+        for name in sorted(served):
+            digest.update(name.encode() + etags[name].encode())
+        sha = digest.hexdigest()
+        self.repos[repo_id][revision] = {"sha": sha, "files": served, "etags": etags}
         return sha
 
     def _revision(self, repo_id: str, revision: str | None) -> dict | None:
@@ -233,7 +256,7 @@ class HubEmulator:
     def _handle(self, h, body: bool) -> None:
         raw = urlparse(h.path).path  # split before unquoting: a revision may hold an escaped "/"
         path = unquote(raw)
-        req = Request(h.command, path, h.headers.get("Range"))
+        req = Request(h.command, path, h.headers.get("Range"), authorized="Authorization" in h.headers)
         with self._lock:
             self.requests.append(req)
         if self.latency:
@@ -253,12 +276,23 @@ class HubEmulator:
     def _route(self, h, req: Request, raw: str, path: str, body: bool) -> None:
         if path in ("", "/"):
             return self._send(h, req, 200, b"ok", body=body)
+        if raw.startswith("/api/models/") and "/tree/" in raw:
+            repo_id, _, revision = raw[len("/api/models/"):].partition("/tree/")
+            return self._tree(h, req, unquote(repo_id), unquote(revision).rstrip("/") or None, body)
         if raw.startswith("/api/models/"):
             repo_id, _, revision = raw[len("/api/models/"):].partition("/revision/")
-            return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body)
-        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}
+            blobs = "blobs=true" in urlparse(h.path).query.lower()
+            return self._model_info(h, req, unquote(repo_id).rstrip("/"), unquote(revision) or None, body, blobs)
+        if raw.startswith("/cdn/"):  # /cdn/{repo with --}/{sha}/{file}[?t=TOKEN]
             repo, sha, filename = (unquote(x) for x in raw[len("/cdn/"):].split("/", 2))
             req.repo_id, req.filename = repo.replace("--", "/"), filename
+            token = urlparse(h.path).query
+            if self.faults.expire_cdn and token:
+                with self._lock:
+                    used = token in self._used_tokens
+                    self._used_tokens.add(token)
+                if used:
+                    return self._send(h, req, 403, b"expired", body=body)
             return self._file(h, req, req.repo_id, sha, filename, body, cdn=True)
         if "/resolve/" in raw:
             repo_id, _, tail = raw.lstrip("/").partition("/resolve/")
@@ -281,11 +315,34 @@ class HubEmulator:
             return True
         return False
 
-    def _model_info(self, h, req: Request, repo_id: str, revision: str | None, body: bool) -> None:
+    def _file_meta(self, repo: dict, name: str) -> dict:
+        """What the Hub says of a file with ``blobs=true`` or in the tree API: size, blob id, LFS SHA-256 of weights."""
+        size = repo["files"][name].stat().st_size
+        meta = {"size": size, "blobId": repo["etags"][name]}
+        if name.endswith((".safetensors", ".bin")):  # stored with LFS: the content hash is the file's SHA-256
+            meta["blobId"] = hashlib.sha1(f"pointer {repo['etags'][name]}".encode()).hexdigest()
+            meta["lfs"] = {"sha256": repo["etags"][name], "size": size, "pointerSize": 134}
+        return meta
+
+    def _tree(self, h, req: Request, repo_id: str, revision: str | None, body: bool) -> None:
+        """``/api/models/{repo}/tree/{rev}``: the files of a revision with their sizes and content hashes."""
         if self._missing(h, req, repo_id, body, revision):
             return
         repo = self._revision(repo_id, revision)
-        siblings = [{"rfilename": f, "size": p.stat().st_size} for f, p in repo["files"].items()]
+        entries = []
+        for name in repo["files"]:
+            meta = self._file_meta(repo, name)
+            entries.append({"type": "file", "path": name, "size": meta["size"], "oid": meta["blobId"],
+                            **({"lfs": {"oid": meta["lfs"]["sha256"], "size": meta["size"], "pointerSize": 134}}
+                               if "lfs" in meta else {})})
+        self._send(h, req, 200, json.dumps(entries).encode(), {"Content-Type": "application/json"}, body)
+
+    def _model_info(self, h, req: Request, repo_id: str, revision: str | None, body: bool, blobs: bool = False) -> None:
+        if self._missing(h, req, repo_id, body, revision):
+            return
+        repo = self._revision(repo_id, revision)
+        siblings = [{"rfilename": f, **(self._file_meta(repo, f) if blobs else {"size": p.stat().st_size})}
+                    for f, p in repo["files"].items()]
         info = {"id": repo_id, "modelId": repo_id, "sha": repo["sha"], "siblings": siblings, "private": False}
         self._send(h, req, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
 
@@ -308,6 +365,10 @@ class HubEmulator:
         if self.cdn and not cdn and filename.endswith((".safetensors", ".bin")):
             port = self._server.server_address[1]
             where = f"http://localhost:{port}/cdn/{repo_id.replace('/', '--')}/{repo['sha']}/{filename}"
+            if self.faults.expire_cdn:  # a signed address, good for one request
+                with self._lock:
+                    self._etag_counter += 1
+                    where += f"?t={self._etag_counter}"
             headers = {"Location": where, "X-Repo-Commit": repo["sha"], "X-Linked-Etag": self._etag(repo, filename),
                        "X-Linked-Size": str(size), "ETag": '"pointer-' + repo["etags"][filename][:12] + '"'}
             return self._send(h, req, 302, b"", headers, body)

@@ -21,7 +21,7 @@ offline run with missing checkpoints fails at once with one line naming all of t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -221,11 +221,19 @@ def plan_scores(requests: Iterable[ModelRequest], settings: ScoreSettings, cache
     return plans
 
 
-def _compute(source_or_spec, settings: ScoreSettings) -> dict[str, Any]:
+#: ``on_read(request, source, embeddings)``: called with every position table read to score a model (not for
+#: scores from the cache), from the worker thread that read it; e.g. to fingerprint a series' checkpoints as they pass.
+OnRead = Callable[[ModelRequest, Any, Any], None]
+
+
+def _compute(source_or_spec, settings: ScoreSettings, on_read: OnRead | None = None,
+             request: ModelRequest | None = None) -> dict[str, Any]:
     from posviz.batch.analysis import score_model
     from posviz.read.embeddings import load_position_embeddings
 
     pe = load_position_embeddings(source_or_spec, table=settings.table, positions=settings.positions)
+    if on_read is not None and request is not None and not isinstance(source_or_spec, str):
+        on_read(request, source_or_spec, pe)
     return score_model(pe, normalize=settings.normalize, null_draws=settings.null_draws, seed=settings.seed).to_dict()
 
 
@@ -235,8 +243,8 @@ def _provenance(source) -> dict[str, Any]:
     return {"model": source.label, "source": described, "revision": source.revision}
 
 
-def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> dict[str, Any]:
-    """The score row of one planned model (reading or filling the score cache)."""
+def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None, on_read: OnRead | None = None) -> dict[str, Any]:
+    """The score row of one planned model (reading or filling the score cache; ``on_read``: see :data:`OnRead`)."""
     from posviz.read.sources import resolve_source
 
     if plan.how == "synthetic":
@@ -247,13 +255,13 @@ def run_plan(plan: Plan, settings: ScoreSettings, cache: ScoreCache | None) -> d
     source = plan.source if plan.source is not None else resolve_source(plan.request.spec)
     provenance = _provenance(source)
     if cache is None:
-        return {**_compute(source, settings), **provenance, "score_cache": "off"}
+        return {**_compute(source, settings, on_read, plan.request), **provenance, "score_cache": "off"}
     key = source_key(source, settings)
     hit = cache.get(key)
     if hit is not None:
         # The key is the weights, not the spelling: provenance comes from this source, not the one stored first.
         return {**hit, **provenance, "score_cache": "hit"}
-    row = {**_compute(source, settings), **provenance}
+    row = {**_compute(source, settings, on_read, plan.request), **provenance}
     cache.put(key, row)
     return {**row, "score_cache": "stored"}
 
@@ -267,6 +275,7 @@ def score_models(
     missing_alternative: str | None = "pass a local path",
     partial_alternative: str | None = None,
     progress_label: str | None = "scoring",
+    on_read: OnRead | None = None,
 ) -> ScoredModels:
     """Score every request, reading each checkpoint only when no cached score fits.
 
@@ -288,6 +297,8 @@ def score_models(
         (e.g. going on without the others).
     progress_label
         Text of the progress bar shown on stderr for several models (``None``: no bar).
+    on_read
+        Called with every position table read (:data:`OnRead`).
 
     Raises
     ------
@@ -313,9 +324,9 @@ def score_models(
             plans = [p for p in plans if p.how != "download"]
     workers = fetch_workers()
     if workers > 1 and sum(p.how == "download" for p in plans) > 1:
-        rows = _run_concurrently(plans, settings, cache, workers, progress_label)
+        rows = _run_concurrently(plans, settings, cache, workers, progress_label, on_read)
     else:
-        rows = (run_plan(plan, settings, cache) for plan in (progress(plans, progress_label) if progress_label else plans))
+        rows = (run_plan(plan, settings, cache, on_read) for plan in (progress(plans, progress_label) if progress_label else plans))
     for plan, row in zip(plans, rows, strict=True):
         out.rows.append(row)
         out.requests.append(plan.request)
@@ -323,11 +334,11 @@ def score_models(
 
 
 #: Models fetched at once from the Hub (``POSVIZ_FETCH_WORKERS``; 1: one after the other).
-DEFAULT_FETCH_WORKERS = 8
+DEFAULT_FETCH_WORKERS = 16
 
 
 def fetch_workers() -> int:
-    """How many models are fetched and scored at once (``POSVIZ_FETCH_WORKERS``, default 8, at least 1)."""
+    """How many models are fetched and scored at once (``POSVIZ_FETCH_WORKERS``, default 16, at least 1)."""
     import os
 
     try:
@@ -337,7 +348,7 @@ def fetch_workers() -> int:
 
 
 def _run_concurrently(plans: list[Plan], settings: ScoreSettings, cache: ScoreCache | None, workers: int,
-                      progress_label: str | None) -> Iterator[dict[str, Any]]:
+                      progress_label: str | None, on_read: OnRead | None = None) -> Iterator[dict[str, Any]]:
     """Rows of ``plans`` in order, computed by a small pool of threads.
 
     A Hub series is bound by round trips (config, header and tensor ranges per checkpoint), so several
@@ -351,7 +362,7 @@ def _run_concurrently(plans: list[Plan], settings: ScoreSettings, cache: ScoreCa
 
     def work(plan: Plan) -> dict[str, Any]:
         with quiet_bytes():
-            return run_plan(plan, settings, cache)
+            return run_plan(plan, settings, cache, on_read)
 
     pool = ThreadPoolExecutor(max_workers=min(workers, len(plans)), thread_name_prefix="posviz-fetch")
     try:

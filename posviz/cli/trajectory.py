@@ -64,14 +64,27 @@ def _grouped_table(rows: list[dict], columns: Sequence[tuple[str, int, Callable[
 
     ``columns`` are ``(head, width, cell)``: ``cell(row)`` is right-aligned to ``width``.
     """
+    from posviz.compare.integrity import flagged
+
+    marked = any(flagged(r) for r in rows)
     out = []
     for series in dict.fromkeys(r["series"] for r in rows):
         out.append(series)
-        out.append("  " + "  ".join(f"{head:>{width}}" for head, width, _ in columns))
+        out.append("  " + "  ".join(f"{head:>{width}}" for head, width, _ in columns) + ("  check" if marked else ""))
         for r in (r for r in rows if r["series"] == series):
-            out.append("  " + "  ".join(f"{cell(r):>{width}}" for _, width, cell in columns))
+            out.append(("  " + "  ".join(f"{cell(r):>{width}}" for _, width, cell in columns) + _check_cell(r)).rstrip())
     out.append(footnote)
+    if marked:
+        out.append("check: '= X': same content as checkpoint X (a duplicate: every member of a group is marked, the bytes "
+                   "cannot tell which label is genuine); 'suspect': far from both neighbours. The reason is in --format json/csv.")
     return "\n".join(out) + "\n"
+
+
+def _check_cell(row: dict) -> str:
+    """The ``check`` column of a row: ``= X`` for a duplicate of X, ``suspect``, or nothing."""
+    if row.get("duplicate_of") is not None:
+        return f"  = {row['duplicate_of']}"
+    return "  suspect" if row.get("suspect") else ""
 
 
 def _score_columns(columns: tuple[tuple[str, str], ...], width: int) -> list[tuple[str, int, Callable[[dict], Any]]]:
@@ -166,9 +179,10 @@ def command(
     measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
     layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all); --measure hidden: layers measured (default all; 0 = embedding output).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
-    corpus: Annotated[str | None, typer.Option("--corpus", help="--measure attention and hidden: the fixed corpus (text file, folder; default: the demo corpus).", show_default=False)] = None,
+    corpus: Annotated[str | None, typer.Option("--corpus", help="--measure attention and hidden: the fixed corpus (text file, folder, cpython-3.11.7-docstrings[:N]; default: the packaged corpus).", show_default=False)] = None,
     seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="--measure attention and hidden: positions per block.")] = 128,
     max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="--measure attention and hidden: blocks of the corpus.")] = 64,
+    keep_duplicates: Annotated[bool, typer.Option("--keep-duplicates", help="Draw checkpoints that repeat another checkpoint's content, or break from both neighbours, as genuine (rows and tables still mark them).")] = False,
 ) -> None:
     """Toeplitzness of E_P along a checkpoint series, sorted by step, with the null baseline.
 
@@ -179,7 +193,9 @@ def command(
     posviz trajectory runs/abs --measure attention --corpus cpython-3.11.7-docstrings:500 --seq-len 64 --plot abs-attention.png;
     posviz trajectory google/multiberts-seed_0-step_{0,20,200,2000}k -o seed0.csv;
     posviz trajectory EleutherAI/pythia-70m --revisions step1000,step8000,step143000
-    (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step)
+    (a RoPE model: band usage per head, as --measure bands; rows as posviz heads' band fields plus series and step).
+    Every measure checks the series first: rows gain duplicate_of (the checkpoint whose content it repeats),
+    suspect and reason (docs/trajectory.md, "Can the series be trusted?").
     """
     from posviz.batch.cache import ScoreCache, ScoreSettings
     from posviz.compare.band_series import measure_for
@@ -194,31 +210,41 @@ def command(
         points = series_points(sources, _parse_steps(steps))
     chosen = measure.value if measure != Measure.auto else measure_for(points[0].spec)
     if chosen == "bands":
-        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi)
+        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi,
+               keep_duplicates=keep_duplicates)
         return
     if chosen == "attention":
         from posviz.compare.attention_series import attention_series_rows
+        from posviz.compare.integrity import Trace
 
         rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks)
-        _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="attention")
+        check_rows(rows, points, Trace("auto"))
+        _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="attention", keep_duplicates=keep_duplicates)
         return
     if chosen == "hidden":
         from posviz.cli.messages import report_error
         from posviz.compare.hidden_series import hidden_series_rows
+        from posviz.compare.integrity import Trace
         from posviz.train.processes import training_processes
 
         with training_processes(report=report_error) as rank:  # under torchrun: checkpoints shared out, rank 0 writes
             rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all",
                                       max_blocks=max_blocks, seed=seed)
         if rank == 0:
-            _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="hidden")
+            check_rows(rows, points, Trace("auto"))
+            _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="hidden", keep_duplicates=keep_duplicates)
         return
     if layers is not None or probe is not None:
         from posviz.errors import OptionError
 
         raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention and hidden")
+    from posviz.compare.integrity import Collector, Trace
+
     settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
-    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing)
+    trace = Trace("positions", positions=positions, table=table)
+    seen = Collector(trace)  # fingerprints E_P as it is read for the scores: the checks read nothing again
+    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing,
+                                on_read=seen)
     if missing:
         import warnings
 
@@ -226,13 +252,27 @@ def command(
     hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
     if hits:
         typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    _write(rows, texts, figures, fmt, band=band, dpi=dpi, kind="toeplitzness")
+    check_rows(rows, points, trace, collected=seen)
+    _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="toeplitzness", keep_duplicates=keep_duplicates)
+
+
+def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict], collected: Any = None) -> None:
+    """Mark the rows of any measure with the series checks and warn once (:func:`posviz.compare.integrity.check_rows`).
+
+    Every measure calls this with what it traces, before writing anything.
+    """
+    import warnings
+
+    from posviz.compare.integrity import check_rows as check
+
+    for line in check(rows, points, trace, *more_rows, collected=collected):
+        warnings.warn(line, stacklevel=1)
 
 
 def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
-           kind: str) -> None:
-    """Rows to the text outputs (or stdout) and the figure to every figure path; ``kind`` is the measure."""
-    table = {"attention": attention_table, "hidden": hidden_table}.get(kind, trajectory_table)
+           measure: str, keep_duplicates: bool = False) -> None:
+    """Rows to the text outputs (or stdout) and the figure to every figure path; ``measure`` names the rows' measure."""
+    table = {"attention": attention_table, "hidden": hidden_table}.get(measure, trajectory_table)
 
     def render(kind: str) -> str:
         return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else table(rows)
@@ -244,14 +284,15 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
         from posviz.plots.common import save_figure
         from posviz.plots.trajectory import ATTENTION_PANELS, HIDDEN_PANELS, plot_trajectory
 
-        if kind == "attention":
+        if measure == "attention":
             fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
-                                  title="Attention on text along training (posviz attention)")
-        elif kind == "hidden":
+                                  title="Attention on text along training (posviz attention)", keep_duplicates=keep_duplicates)
+        elif measure == "hidden":
             fig = plot_trajectory(rows, band=band, panels=HIDDEN_PANELS, null_label="null / baseline",
-                                  title="Position in the hidden states along training (posviz hidden)")
+                                  title="Position in the hidden states along training (posviz hidden)",
+                                  keep_duplicates=keep_duplicates)
         else:
-            fig = plot_trajectory(rows, band=band)
+            fig = plot_trajectory(rows, band=band, keep_duplicates=keep_duplicates)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)
@@ -260,12 +301,14 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
 
 
 def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, probe: str | None, positions: str | None,
-           dpi: int) -> None:
+           dpi: int, keep_duplicates: bool = False) -> None:
     """``--measure bands``: per-head band usage of every checkpoint, as rows, a table and a figure."""
     from posviz.compare.band_series import band_rows, band_summary
+    from posviz.compare.integrity import Trace
 
     rows = band_rows(points, layers=layers, probe=probe, positions=positions)
     summary = band_summary(rows)
+    check_rows(rows, points, Trace("rope", layer=min(r["layer"] for r in rows)), summary)
 
     def render(kind: str) -> str:
         return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else band_table(summary)
@@ -277,7 +320,7 @@ def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, pro
         from posviz.plots.band_trajectory import plot_band_trajectory
         from posviz.plots.common import save_figure
 
-        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"])
+        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"], keep_duplicates=keep_duplicates)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

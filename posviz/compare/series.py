@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -246,11 +246,14 @@ def series_rows(
     *,
     cache: ScoreCache | None = None,
     allow_missing: bool = False,
+    on_read: Callable[[SeriesPoint, Any, Any], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Score every checkpoint: one row per point, sorted by step, then series.
 
     Each row is a ``posviz toeplitzness --format json`` row (same fields, same
-    meaning) with ``series`` and ``step`` after ``model``.
+    meaning) with ``series`` and ``step`` after ``model``. ``on_read(point, source,
+    embeddings)`` sees every E_P read (not those scored from the cache), e.g. to check
+    the series (:mod:`posviz.compare.integrity`) without reading it again.
 
     Returns
     -------
@@ -268,9 +271,10 @@ def series_rows(
 
     requests = [ModelRequest(p.spec) for p in points]
     by_request = {id(r): p for r, p in zip(requests, points, strict=True)}
+    seen = None if on_read is None else (lambda req, source, pe: on_read(by_request[id(req)], source, pe))
     scored = score_models(requests, settings, cache=cache, allow_missing=allow_missing,
                           missing_alternative="pass checkpoint folders", partial_alternative="--allow-missing to go on without them",
-                          progress_label="checkpoint")
+                          progress_label="checkpoint", on_read=seen)
     if not scored.rows:
         raise MissingModelsError([m.spec for m in scored.missing], scored.missing_reason or "")
     rows = []

@@ -24,6 +24,21 @@ HIDDEN_PANELS = (
 )
 
 
+def draw_checked(ax, x, y, flagged, *, color: str, label: str | None = None, keep: bool = False, **style: Any) -> None:
+    """A series as a line through its trusted points; duplicates and suspects (``flagged``) hollow and off the line.
+
+    With ``keep`` every point is drawn as genuine (``--keep-duplicates``).
+    """
+    import numpy as np
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    bad = np.zeros(x.shape, bool) if keep else np.asarray(flagged, dtype=bool)
+    ax.plot(x[~bad], y[~bad], "o-", color=color, label=label, **style)
+    if bad.any():
+        ax.plot(x[bad], y[bad], "o", color=color, mfc="none", ms=style.get("ms", 3.5) + 1.5, mew=1.1,
+                alpha=style.get("alpha", 1.0))
+
+
 def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: r["step"]):
@@ -32,7 +47,8 @@ def _by_series(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
 
 
 def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title: str | None = None,
-                    panels: Sequence[tuple[str, str, str, str]] = PANELS, null_label: str = "null mean ± sd (row-permuted E_P)"):
+                    panels: Sequence[tuple[str, str, str, str]] = PANELS, null_label: str = "null mean ± sd (row-permuted E_P)",
+                    keep_duplicates: bool = False):
     """Panels (by default off-diagonal R², the headline, then full R²) against step: each series with its null mean ± sd as a band.
 
     Parameters
@@ -48,6 +64,9 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
         :data:`ATTENTION_PANELS`, :data:`HIDDEN_PANELS`).
     null_label
         Legend entry of the null lines.
+    keep_duplicates
+        Draw rows marked ``duplicate_of`` or ``suspect`` (:mod:`posviz.compare.integrity`) as genuine; by
+        default they are hollow, off the lines and out of the band.
 
     Returns
     -------
@@ -55,11 +74,13 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     """
     import numpy as np
 
+    from posviz.compare.integrity import flagged
     from posviz.compare.series import series_band
     from posviz.plots.common import new_figure
 
     fig = new_figure(5.5 * len(panels), 4.4)
     axes = np.atleast_1d(fig.subplots(1, len(panels), sharex=True))
+    trusted = [r for r in rows if keep_duplicates or not flagged(r)]
     groups = _by_series(rows)
     steps = np.array([r["step"] for r in rows], dtype=float)
     positive = steps[steps > 0]
@@ -71,11 +92,13 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
             y = np.array([r[field] for r in rs], dtype=float)
             null = np.array([r.get(null_field, np.nan) for r in rs], dtype=float)
             sd = np.array([r.get(sd_field) or 0.0 for r in rs], dtype=float)
-            ax.plot(x, y, "o-", color=color, lw=1.4, ms=3.5, label=name, alpha=0.5 if band else 1.0)
+            bad = np.array([flagged(r) for r in rs], dtype=bool)
+            draw_checked(ax, x, y, bad, color=color, label=name, keep=keep_duplicates, lw=1.4, ms=3.5,
+                         alpha=0.5 if band else 1.0)
             ax.plot(x, null, ":", color=color, lw=1)
             ax.fill_between(x, null - sd, null + sd, color=color, alpha=0.12, lw=0)
         if band and len(groups) > 1:
-            stats = series_band(rows, field)
+            stats = series_band(trusted, field)
             if stats:
                 bx, mean, sdv = (np.array(v, dtype=float) for v in list(zip(*stats, strict=True))[:3])
                 ax.plot(bx, mean, "-", color="black", lw=2, label=f"mean over {len(groups)} series")
@@ -86,6 +109,8 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
             ax.set_xscale("symlog", linthresh=float(positive.min()))
         ax.grid(alpha=0.3)
     axes[0].plot([], [], ":", color="grey", label=null_label)
+    if not keep_duplicates and len(trusted) < len(rows):
+        axes[0].plot([], [], "o", color="grey", mfc="none", label="duplicate or suspect (left out of lines)")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(title or "Toeplitzness of E_P along training", fontsize=11)
     return fig

@@ -213,6 +213,10 @@ class Checkpoint:
             raise CheckpointError(f"{self.source.label}: no {what} ending in {suffix!r} in the checkpoint")
         return name
 
+    def opened(self) -> dict[str, Any]:
+        """The weight files opened so far, by name (local readers, or Hub readers with their ``remote``)."""
+        return dict(self._files)
+
     def files_for(self, names: Iterable[str]) -> list[str]:
         """Weight files that hold the given tensors (what :meth:`read` would fetch)."""
         return sorted({self._where[n] for n in names})

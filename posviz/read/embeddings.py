@@ -196,6 +196,7 @@ def load_position_embeddings(
     *,
     table: str | None = None,
     positions: slice | str | None = None,
+    checkpoint: Any = None,
 ) -> PositionEmbeddings:
     """Load the learned absolute position embeddings E_P of a model.
 
@@ -211,6 +212,9 @@ def load_position_embeddings(
         Positions to keep, as a slice or ``"A:B"``; counted from position 0,
         after the family's row offset (RoBERTa/OPT/BART rows 0-1 are never
         positions).
+    checkpoint
+        The :class:`~posviz.read.checkpoints.Checkpoint` of ``model`` (a resolved
+        source) when the caller has opened it already; else it is opened here.
 
     Returns
     -------
@@ -240,7 +244,7 @@ def load_position_embeddings(
         pe.positions = (start, stop)
         return pe
     source = model if isinstance(model, Source) else resolve_source(model)
-    ckpt = Checkpoint(source)
+    ckpt = checkpoint if checkpoint is not None else Checkpoint(source)
     fam = _family(ckpt)
     tab = fam.table(table)
     name = ckpt.find(tab.suffix)

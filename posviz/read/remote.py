@@ -12,6 +12,13 @@ changes under the reader is an error), ``Content-Range`` must match what was
 asked, and a connection dropped mid-range is retried once. A server that
 ignores ``Range`` (``200`` with the whole body) is detected: the body is
 streamed to a file once and every later read is served from it.
+
+Round trips: the size and content hash come from the model info when the source
+was resolved on the Hub (no ``HEAD``); the first range of an LFS file follows the
+Hub's redirect to its CDN, and later ranges go straight to that address (without
+the Hub's credentials; back through the Hub if it is refused). Files with one
+content hash (revisions that serve the same blob) share what was fetched of them,
+in the process and, through the slice store, across processes: each range once.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +103,9 @@ class HubFile:
         The Hub endpoint.
     offline
         Serve only what the slice store holds (``HF_HUB_OFFLINE``, or the Hub unreachable).
+    known
+        The file's size and content hash (LFS SHA-256, else git blob id) from the model info this process
+        just asked for: no ``HEAD`` is needed.
 
     Raises
     ------
@@ -102,13 +113,15 @@ class HubFile:
         Offline and nothing stored for this file; or the Hub's own errors (gated, missing).
     """
 
-    def __init__(self, repo_id: str, commit: str, filename: str, endpoint: str, offline: bool) -> None:
+    def __init__(self, repo_id: str, commit: str, filename: str, endpoint: str, offline: bool,
+                 known: tuple[int, str] | None = None) -> None:
         self.repo_id, self.commit_hash, self.filename, self.endpoint = repo_id, commit, filename, endpoint
         self.offline = offline
         self.label = f"{repo_id}/{filename}"
         self._pending: list[tuple[int, int, bytes | Path]] = []
         self._whole: Path | None = None  # the whole body, when the server ignored Range
         self._transport_etag: str | None = None
+        self._cdn_url: str | None = None  # where the Hub redirected the first range (LFS files)
         from huggingface_hub import hf_hub_url
 
         self.url = hf_hub_url(repo_id, filename, revision=commit, endpoint=endpoint)
@@ -121,9 +134,14 @@ class HubFile:
             raise SourceError(f"{repo_id}: {filename} is neither in the local Hugging Face cache nor in the posviz slice store, "
                               "and the Hub cannot be used", "run once online to fetch the needed tensors")
         else:
-            self._head()
+            if known is not None and known[1]:  # size and content hash from this process's model info: no HEAD needed
+                self.size, self.etag, self._headed = int(known[0]), _norm_etag(known[1]) or "", True
+            else:
+                self._head()
             self.store = SliceStore.for_file(endpoint, repo_id, commit, filename, self.etag)
+        self._has_meta = meta is not None
         self._stored = self.store.slices()
+        self._shared = _shared(endpoint, repo_id, filename, self.etag, self.size, self.store)
         self.stats = STATS.setdefault(self.label, FetchStats(filename, self.size))
 
     def _head(self) -> None:
@@ -154,33 +172,47 @@ class HubFile:
         if self._whole is not None:
             return _read_path(self._whole, start, stop)
         pieces = self._pieces()
-        for a, b in _gaps(pieces, start, stop):
-            if self.offline:
-                raise SourceError(f"{self.label}: bytes {a}-{b} were never fetched and the Hub cannot be used",
-                                  "run once online (the slice store keeps only what was read)")
-            if not self._headed:
-                self._head()
-            data = self._fetch(a, b)
-            if self._whole is not None:
-                return _read_path(self._whole, start, stop)
-            self._pending.append((a, b, data))
+        if not _gaps(pieces, start, stop):
+            return _assemble(pieces, start, stop)
+        # Files of one content (revisions that serve the same blob) fetch each range once: one at a time.
+        with self._shared.lock:
             pieces = self._pieces()
+            for a, b in _gaps(pieces, start, stop):
+                if self.offline:
+                    raise SourceError(f"{self.label}: bytes {a}-{b} were never fetched and the Hub cannot be used",
+                                      "run once online (the slice store keeps only what was read)")
+                if not self._headed:
+                    self._head()
+                data = self._fetch(a, b)
+                if self._whole is not None:
+                    return _read_path(self._whole, start, stop)
+                self._pending.append((a, b, data))
+                self._shared.pieces.append((a, b, data))
+                pieces = self._pieces()
         return _assemble(pieces, start, stop)
 
     def _pieces(self) -> list[tuple[int, int, bytes | Path]]:
-        return sorted(self._stored + self._pending, key=lambda p: (p[0], -p[1]))
+        return sorted(self._stored + self._pending + self._shared.pieces, key=lambda p: (p[0], -p[1]))
 
     def commit(self) -> None:
         """Write what was fetched to the slice store (call once it decoded without error)."""
-        if not self._pending or self.offline:
+        if self.offline or (not self._pending and self._has_meta):
             return
+        # Written even when every range came from another commit of the same content (its slices are found by
+        # content hash), so that this commit's file is known offline.
         meta = {"size": self.size, "etag": self.etag, "commit": self.commit_hash, "filename": self.filename,
                 "repo_id": self.repo_id, "endpoint": self.endpoint}
-        self.store.write(meta, self._pending)
-        if self._whole is not None and any(p[2] is self._whole for p in self._pending):
+        committed = self._pending
+        self.store.write(meta, committed)
+        self._has_meta = True
+        if self._whole is not None and any(p[2] is self._whole for p in committed):
             self._whole = self.store.folder / f"{0:012x}-{self.size:012x}"
         self._pending = []
         self._stored = self.store.slices()
+        done = {id(p[2]) for p in committed}
+        with self._shared.lock:  # the other files of this content read the stored copies from now on
+            self._shared.pieces[:] = [(a, b, self.store.folder / f"{a:012x}-{b:012x}") if id(data) in done else (a, b, data)
+                                      for a, b, data in self._shared.pieces]
 
     # ---- the network ----------------------------------------------------------
     def _fetch(self, start: int, stop: int) -> bytes:
@@ -202,10 +234,19 @@ class HubFile:
         from huggingface_hub import get_session
         from huggingface_hub.utils import build_hf_headers
 
-        headers = build_hf_headers(headers={"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"})
-        with _stream(get_session(), self.url, headers) as (status, rheaders, chunks):
+        wanted = {"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
+        # Later ranges go straight to where the first one was redirected (the CDN), without the Hub's
+        # credentials, saving a round trip each; if that address is refused (expired), back to the Hub once.
+        cdn = self._cdn_url
+        headers = wanted if cdn else build_hf_headers(headers=wanted)
+        with _stream(get_session(), cdn or self.url, headers) as (status, rheaders, chunks, final):
+            if status >= 400 and cdn:
+                self._cdn_url = None
+                raise ConnectionError(f"the CDN address answered HTTP {status}")  # retried through the Hub
             if status >= 400:
                 raise SourceError(f"{self.label}: the Hub answered HTTP {status} to a range request")
+            if status == 206 and not cdn and final and final != self.url and not _same_host(final, self.endpoint):
+                self._cdn_url = final
             self._check_etag(rheaders.get("ETag"))
             self.stats.ranges += 1
             if status == 200:  # Range ignored: keep the whole body, once, on disk
@@ -255,6 +296,34 @@ class HubFile:
         return path
 
 
+@dataclass
+class _Content:
+    """Ranges fetched in this process (or stored by earlier ones) of one file content, whatever its commit."""
+
+    lock: Any
+    pieces: list[tuple[int, int, bytes | Path]]
+
+
+#: One entry per (store, endpoint, repo, filename, content hash, size): revisions serving the same blob share it.
+_CONTENTS: dict[tuple[str, str, str, str, str, int], _Content] = {}
+_CONTENTS_LOCK = threading.Lock()
+
+
+def _shared(endpoint: str, repo_id: str, filename: str, etag: str, size: int, store: SliceStore) -> _Content:
+    """The shared ranges of a file's content; on first use, those other commits of the repo stored for it."""
+    key = (str(store.folder.parent.parent), endpoint, repo_id, filename, etag, size)  # the store's root: one cache, one entry
+    with _CONTENTS_LOCK:
+        found = _CONTENTS.get(key)
+        if found is None:
+            pieces = [p for other in SliceStore.same_content(endpoint, repo_id, filename, etag)
+                      if other.folder != store.folder for p in other.slices()] if etag else []
+            found = _CONTENTS[key] = _Content(threading.Lock(), pieces)
+        else:  # stored copies removed since (a cleared cache): fetched again when needed
+            with found.lock:
+                found.pieces[:] = [p for p in found.pieces if not isinstance(p[2], Path) or p[2].is_file()]
+        return found
+
+
 #: Temporary whole-file bodies not (yet) moved into the store, removed at exit.
 _TEMPS: list[Path] = []
 
@@ -276,14 +345,14 @@ def _same_host(url: str, endpoint: str) -> bool:
 
 @contextlib.contextmanager
 def _stream(session: Any, url: str, headers: dict[str, str]):
-    """``(status, headers, chunk iterator)`` of a streamed GET: httpx (huggingface_hub ≥ 1) or requests (0.x)."""
+    """``(status, headers, chunk iterator, final URL)`` of a streamed GET: httpx (huggingface_hub ≥ 1) or requests (0.x)."""
     if callable(getattr(session, "stream", None)):  # httpx.Client (requests.Session.stream is a flag)
         with session.stream("GET", url, headers=headers, timeout=_TIMEOUT, follow_redirects=True) as r:
-            yield r.status_code, r.headers, r.iter_bytes(_CHUNK)
+            yield r.status_code, r.headers, r.iter_bytes(_CHUNK), str(r.url)
     else:  # requests.Session
         r = session.get(url, headers=headers, timeout=_TIMEOUT, stream=True, allow_redirects=True)
         try:
-            yield r.status_code, r.headers, r.iter_content(_CHUNK)
+            yield r.status_code, r.headers, r.iter_content(_CHUNK), str(r.url)
         finally:
             r.close()
 

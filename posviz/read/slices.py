@@ -59,6 +59,14 @@ class SliceStore:
             return None
         return cls(max(hits, key=lambda p: (p / "meta.json").stat().st_mtime))
 
+    @classmethod
+    def same_content(cls, endpoint: str, repo_id: str, filename: str, etag: str) -> list[SliceStore]:
+        """Stores of ``filename`` with content hash ``etag`` at any commit of ``repo_id`` (revisions serving one blob)."""
+        root = store_folder(endpoint, repo_id, "_").parent
+        if not root.is_dir():
+            return []
+        return [cls(p) for p in sorted(root.glob(f"*/{_safe(filename)}@{_safe(etag)[:64]}")) if p.is_dir()]
+
     def meta(self) -> dict[str, Any] | None:
         """``meta.json`` (``size``, ``etag``, ``commit``, ``filename``), or ``None``."""
         try:

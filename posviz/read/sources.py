@@ -76,6 +76,9 @@ class Source:
         Hub repository id, when known.
     run
         For ``run``: the run folder and the checkpoint chosen (:class:`~posviz.read.runs.RunCheckpoint`).
+    remote_files
+        For ``hub`` sources resolved on the Hub in this process: each weight file's size and content hash
+        (LFS SHA-256, else git blob id), from the model info; empty otherwise.
     """
 
     spec: str
@@ -86,6 +89,7 @@ class Source:
     revision: str | None = None
     repo_id: str | None = None
     run: RunCheckpoint | None = None
+    remote_files: dict[str, tuple[int, str]] = field(default_factory=dict)
     _fetched: dict[str, Path] = field(default_factory=dict, repr=False)
 
     @property
@@ -139,7 +143,7 @@ class Source:
         if full_download_wanted():
             return self.fetch(filename)
         offline = hub_unavailable_reason() is not None
-        return HubFile(self.repo_id, self.revision or "main", filename, hub_endpoint(), offline)
+        return HubFile(self.repo_id, self.revision or "main", filename, hub_endpoint(), offline, self.remote_files.get(filename))
 
 
 def _read_config(path: Path, spec: str) -> dict[str, Any]:
@@ -331,8 +335,8 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
     ensure_hub_reachable(repo_id, "not a local path and")
     from huggingface_hub import HfApi
 
-    try:
-        info = HfApi(endpoint=hub_endpoint()).model_info(repo_id, revision=revision, timeout=10)
+    try:  # with files_metadata: each file's size and content hash, so that no weight file needs a HEAD
+        info = HfApi(endpoint=hub_endpoint()).model_info(repo_id, revision=revision, timeout=10, files_metadata=True)
     except Exception as e:
         raise _hub_error(f"{repo_id}@{revision}" if revision else repo_id, e) from None  # names a missing revision
     remote = {s.rfilename for s in (info.siblings or [])}
@@ -342,10 +346,27 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
     if not files:
         raise SourceError(f"{repo_id} has no PyTorch/safetensors weights on the Hub (TensorFlow/Flax-only models are not supported)")
     # Fetch config.json by the requested revision (so the cache records refs/<branch>
-    # for later offline use), then pin every other file to the snapshot's commit.
-    cfg_path = _hub_download(repo_id, "config.json", revision)
+    # for later offline use), then pin every other file to the snapshot's commit. The model
+    # info named the commit: one GET of it is enough (huggingface_hub's download adds a HEAD).
+    sha = getattr(info, "sha", None)
+    cfg_path = None
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{40}", sha):
+        from posviz.read.hub_cache import fetch_small_file
+
+        cfg_path = fetch_small_file(repo_id, "config.json", sha, revision, hub_endpoint(), hf_cache_dir())
+    if cfg_path is None:
+        cfg_path = _hub_download(repo_id, "config.json", revision)
     commit = cfg_path.parent.name
-    return Source(spec, "hub", cfg_path.parent, files, _read_config(cfg_path, spec), commit, repo_id)
+    known = {s.rfilename: (int(s.size), _content_hash(s)) for s in (info.siblings or [])
+             if s.rfilename in files and s.size is not None and _content_hash(s) and commit == getattr(info, "sha", None)}
+    return Source(spec, "hub", cfg_path.parent, files, _read_config(cfg_path, spec), commit, repo_id, remote_files=known)
+
+
+def _content_hash(sibling: Any) -> str:
+    """A file's content hash in the model info: its LFS SHA-256, else its git blob id ("" if neither)."""
+    lfs = getattr(sibling, "lfs", None)
+    sha = lfs.get("sha256") if isinstance(lfs, dict) else getattr(lfs, "sha256", None)
+    return str(sha or getattr(sibling, "blob_id", None) or "")
 
 
 def resolve_source(spec: str | os.PathLike) -> Source:
