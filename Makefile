@@ -5,8 +5,9 @@
 # pip takes is pip's configuration: PyPI's default (CUDA on Linux, about 3 GB with its libraries) unless pip is
 # pointed at a CPU wheel (a --find-links folder, or the PyTorch CPU index as an extra index). posviz runs on both.
 PYTHON ?= python3
-# The oldest supported Python: numpy 1.24 (the lower bound) has no wheels past Python 3.11.
-PYTHON_OLDEST ?= $(or $(shell command -v python3.10 2>/dev/null),$(shell command -v python3.11 2>/dev/null),python3.10)
+# The oldest supported Python (3.10, else 3.11: numpy 1.24, the lower bound, has no wheels past 3.11), found on PATH
+# or among pyenv's versions by .ci/find-python.
+PYTHON_OLDEST ?= $(or $(shell .ci/find-python 3.10),$(shell .ci/find-python 3.11),python3.10)
 VENV ?= .venv
 VENV_OLDEST ?= .venv-oldest
 TORCH ?= 2.13.0
