@@ -30,6 +30,23 @@ def _tokenizer_for(spec: str) -> str | None:
     return str(candidate) if folder.is_dir() and candidate.is_dir() else None
 
 
+def series_blocks(points: Sequence[SeriesPoint], corpus: str | Sequence[str], seq_len: int,
+                  max_blocks: int | None) -> tuple[Any, str]:
+    """The one set of token blocks every checkpoint of a series runs over, and the corpus's SHA-256.
+
+    The corpus is tokenized once, with the first checkpoint's tokenizer (a run's ``tokenizer/``
+    for its checkpoints), so that every step sees the same blocks.
+    """
+    from posviz.observe.corpus_blocks import make_token_blocks
+    from posviz.observe.loading import load_tokenizer
+    from posviz.train.corpus import corpus_identity, load_corpus
+
+    first = points[0].spec
+    tok = load_tokenizer(first, _tokenizer_for(first))
+    texts = load_corpus([corpus] if isinstance(corpus, str) else list(corpus))
+    return make_token_blocks(tok, texts, seq_len, max_blocks), corpus_identity(texts)["corpus_sha256"]
+
+
 def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len: int, layers: str = "all",
                           max_blocks: int | None = 64, batch_size: int = 8) -> list[dict[str, Any]]:
     """One row per checkpoint, sorted by step then series, measured on one fixed set of token blocks.
@@ -44,16 +61,9 @@ def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len
         Layers whose heads are averaged (``all``, ``0``, ``0,2-3``).
     """
     from posviz.observe.api import attention
-    from posviz.observe.corpus_blocks import make_token_blocks
-    from posviz.observe.loading import load_tokenizer
-    from posviz.train.corpus import corpus_identity, load_corpus
     from posviz.util.progress import progress
 
-    first = points[0].spec
-    tok = load_tokenizer(first, _tokenizer_for(first))
-    texts = load_corpus([corpus])
-    corpus_sha256 = corpus_identity(texts)["corpus_sha256"]
-    blocks = make_token_blocks(tok, texts, seq_len, max_blocks)
+    blocks, corpus_sha256 = series_blocks(points, corpus, seq_len, max_blocks)
     rows = []
     for p in progress(list(points), "checkpoint"):
         result = attention(p.spec, token_blocks=blocks.ids, block_layout=blocks.layout, layers=layers,

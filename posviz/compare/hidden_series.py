@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from posviz.compare.attention_series import _tokenizer_for
+from posviz.compare.attention_series import series_blocks
 from posviz.compare.series import SeriesPoint
 
 
@@ -36,17 +36,12 @@ def hidden_series_rows(points: Sequence[SeriesPoint], *, corpus: str | Sequence[
     layers
         Layers to measure (``all``, ``0``, ``0,2-3``; 0 is the embedding output).
     """
-    from posviz.observe.corpus_blocks import make_token_blocks
     from posviz.observe.hidden import hidden
-    from posviz.observe.loading import load_tokenizer
-    from posviz.train.corpus import load_corpus
     from posviz.train.processes import process_rank, world_size
     from posviz.util.progress import progress
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
-    first = points[0].spec
-    tok = load_tokenizer(first, _tokenizer_for(first))
-    blocks = make_token_blocks(tok, load_corpus(specs), seq_len, max_blocks)
+    blocks, corpus_sha256 = series_blocks(points, specs, seq_len, max_blocks)
     rank, world = process_rank(), world_size()
     mine = list(points)[rank::world]
     rows = []
@@ -55,7 +50,8 @@ def hidden_series_rows(points: Sequence[SeriesPoint], *, corpus: str | Sequence[
                         layers=layers, batch_size=batch_size, probe_blocks=probe_blocks, seed=seed)
         for rec in result.records():
             rows.append({**rec, "model": p.spec, "series": f"{p.series} · layer {rec['layer']}", "run": p.series,
-                         "step": p.step, "measure": "hidden", "corpus": ", ".join(specs)})
+                         "step": p.step, "measure": "hidden", "corpus": ", ".join(specs),
+                         "corpus_sha256": corpus_sha256})
     if world > 1:
         rows = _gathered(rows, world)
     rows.sort(key=lambda r: (r["step"], r["run"], r["layer"]))
