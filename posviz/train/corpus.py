@@ -66,7 +66,12 @@ class CorpusError(PosvizError):
     """The corpus cannot be read or is too small."""
 
 
-def _extract_docstrings(limit: int | None) -> list[str]:
+def extract_docstrings(limit: int | None = None) -> list[str]:
+    """Docstrings of the running Python's standard library, parsed afresh (no cache).
+
+    The extraction behind :data:`MACHINE_CORPUS` and, run under CPython 3.11.7, behind
+    the frozen :data:`DEMO_CORPUS` (``scripts/freeze_docstrings.py``).
+    """
     import ast
     import sysconfig
     import warnings
@@ -89,15 +94,6 @@ def _extract_docstrings(limit: int | None) -> list[str]:
                     if limit is not None and len(docs) >= limit:
                         return docs
     return docs
-
-
-def extract_docstrings(limit: int | None = None) -> list[str]:
-    """Docstrings of the running Python's standard library, parsed afresh (no cache).
-
-    The extraction behind :data:`MACHINE_CORPUS` and, run under CPython 3.11.7, behind
-    the frozen :data:`DEMO_CORPUS` (``scripts/freeze_docstrings.py``).
-    """
-    return _extract_docstrings(limit)
 
 
 def corpus_json(texts: Sequence[str]) -> bytes:
@@ -214,8 +210,8 @@ def stdlib_docstrings(limit: int | None = None) -> list[str]:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     if limit is not None:
-        return _extract_docstrings(limit)
-    docs = _extract_docstrings(None)
+        return extract_docstrings(limit)
+    docs = extract_docstrings(None)
     body = json.dumps(docs, ensure_ascii=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ costs nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 from types import ModuleType
@@ -119,13 +120,8 @@ def rfft_into(block: Any, length: int, out: Any) -> Any:
     return out
 
 
+@functools.cache
 def _rfft_takes_out() -> bool:
     import numpy as np
 
-    global _RFFT_OUT
-    if _RFFT_OUT is None:
-        _RFFT_OUT = "out" in inspect.signature(np.fft.rfft).parameters
-    return _RFFT_OUT
-
-
-_RFFT_OUT: bool | None = None
+    return "out" in inspect.signature(np.fft.rfft).parameters
