@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -219,7 +220,26 @@ def _leave(rank: int, code: int, *, together: bool) -> int | None:
         except Exception:  # noqa: BLE001 - no store to ask (the main process hosted it): nothing to learn
             pass
     dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+    if together and rank != 0 and code != 0:
+        _outlast_main(code)
     return main_code
+
+
+def _outlast_main(code: int, limit: float = 120.0) -> None:
+    """A non-main process leaving with the others on an error: end after the main process.
+
+    ``torchrun`` terminates every process as soon as one has failed and kills, 30 s later, any
+    that has not ended. Were this process to end first, the main process (still reporting the
+    error, then freeing torch) would be on that clock; on a loaded machine it can miss it. So
+    this one waits: the launcher's SIGTERM, sent once the main process has ended, ends it with
+    ``code``. Without ``torchrun``'s agent (``TORCHELASTIC_RUN_ID`` unset) nobody would send
+    it, and the process leaves at once; after ``limit`` seconds it leaves anyway.
+    """
+    if "TORCHELASTIC_RUN_ID" not in os.environ or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGTERM, lambda signum, frame: _end_now(code))
+    time.sleep(limit)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _end_now(code: int) -> None:
