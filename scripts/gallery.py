@@ -78,7 +78,8 @@ class Recipe:
     command
         The command a person runs to remake it (shown in every stale message).
     make
-        Remakes the files in place (None for prose: a person edits it). Receives the work folder of the remake.
+        Remakes the files in place (None for prose: a person edits it). Receives the work folder of the remake;
+        returns what else the manifest must record to remake the same bytes (the report's date), or None.
     inputs
         Returns the inputs the recipe reads, label -> SHA-256.
     """
@@ -88,7 +89,7 @@ class Recipe:
     files: Sequence[str]
     depends: Sequence[str]
     command: str
-    make: Callable[[Path], None] | None = None
+    make: Callable[[Path], dict | None] | None = None
     inputs: Callable[[], dict[str, str]] = field(default=lambda: {})
 
 
@@ -102,14 +103,28 @@ def sha256(path: Path) -> str:
 
 
 def expand(patterns: Sequence[str]) -> list[str]:
-    """Repository-relative paths matching ``patterns`` (files only, sorted, without the manifest itself)."""
+    """Repository-relative paths matching ``patterns`` (files only, sorted, without the manifest itself).
+
+    In a git checkout only files that git tracks or would track count: a scratch folder that .gitignore
+    keeps out (``runs/``, a script's models) is neither a shipped file nor a dependency.
+    """
     found: set[str] = set()
     for pattern in patterns:
         for p in glob.glob(str(ROOT / pattern), recursive=True):
             rel = Path(p).relative_to(ROOT).as_posix()
             if Path(p).is_file() and rel != MANIFEST and "__pycache__" not in rel:
                 found.add(rel)
-    return sorted(found)
+    ignored = _ignored(found)
+    return sorted(found - ignored)
+
+
+def _ignored(paths: set[str]) -> set[str]:
+    """The paths among ``paths`` that .gitignore excludes (none outside a git checkout)."""
+    if not paths or not (ROOT / ".git").exists():
+        return set()
+    r = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(sorted(paths)),
+                       capture_output=True, text=True)
+    return set(r.stdout.splitlines())
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------
@@ -156,10 +171,11 @@ def python(*args: str | Path, threads: int = 1) -> None:
     run(sys.executable, *args, env={"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"})
 
 
-def make_minilm_demo(out: Path, epoch: str) -> None:
-    """The MiniLM demo into ``out`` (reports/ for the gallery, a scratch folder in the test)."""
+def make_minilm_demo(out: Path, epoch: str) -> dict:
+    """The MiniLM demo into ``out`` (reports/ for the gallery, a scratch folder in the test), dated ``epoch``."""
     run("bash", "scripts/minilm_demo.sh", out,
         env={"POSVIZ": str(BIN / "posviz"), "PYPDFIUM2": str(BIN / "pypdfium2"), "SOURCE_DATE_EPOCH": epoch})
+    return {"source_date_epoch": epoch}
 
 
 def make_table3_tables(out: Path) -> None:
@@ -182,14 +198,16 @@ def make_trajectories(work: Path) -> None:
 TRAINING_REPORT_PAGES = {"title": 1, "tupe-a heatmap": 5, "tupe-a heads": 13, "training": 17}
 
 
-def make_training_report(work: Path) -> None:
+def make_training_report(work: Path) -> dict:
     python("scripts/training_trajectories.py", "--steps", "150", "--eval-every", "25", "--seq-len", "32", "--threads", "1",
            "--out", work, "-o", work / "trajectories.png")
     runs = [work / s for s in ("absolute", "absolute-tisa", "tisa", "tupe-a", "tupe-r")]
-    run(BIN / "posviz", "report", *runs, "-o", "reports/training-report.pdf", env={"SOURCE_DATE_EPOCH": _head_epoch()})
+    epoch = _head_epoch()
+    run(BIN / "posviz", "report", *runs, "-o", "reports/training-report.pdf", env={"SOURCE_DATE_EPOCH": epoch})
     pages = ",".join(str(p) for p in TRAINING_REPORT_PAGES.values())
     run(BIN / "pypdfium2", "render", "reports/training-report.pdf", "-o", "reports", "--prefix", "training-report-page-",
         "--scale", "1.25", "-f", "png", "--pages", pages, env={"PYPDFIUM_LOGLEVEL": "warning"})
+    return {"source_date_epoch": epoch}
 
 
 def make_attention_vs_weights(work: Path) -> None:
@@ -203,7 +221,12 @@ def make_minilm_hidden(work: Path) -> None:
 
 
 def make_nope_causal(work: Path) -> None:
-    python("scripts/nope_causal.py", "--steps", "400", "--seeds", "0,1,2", "--out", "reports/hidden-known-facts")
+    python("scripts/nope_causal.py", "--steps", "400", "--seeds", "0,1,2", "--out", work)
+    (ROOT / "reports/hidden-known-facts/nope-causal.csv").write_bytes((work / "nope-causal.csv").read_bytes())
+
+
+def make_none_bidirectional(work: Path) -> None:
+    python("scripts/none_bidirectional.py", "--out", work, "--results", "reports/hidden-known-facts")
 
 
 def _head_epoch() -> str:
@@ -259,10 +282,15 @@ RECIPES: tuple[Recipe, ...] = (
            ["scripts/training_trajectories.py", *TRAIN, *TOEPLITZ, *HEADS, *PLOTS, *REPORT, "posviz/cli/report.py"],
            "scripts/gallery.py make training-report (five 150-step runs, posviz report, four pages as PNG)",
            make=make_training_report, inputs=corpus_inputs),
-    Recipe("hidden-known-facts", "slow", ["reports/hidden-known-facts/*.csv"],
-           ["scripts/nope_causal.py", *OBSERVE, *TRAIN, *TOEPLITZ],
-           "scripts/nope_causal.py --steps 400 --seeds 0,1,2 --out reports/hidden-known-facts",
+    Recipe("nope-causal", "slow", ["reports/hidden-known-facts/nope-causal.csv"],
+           ["scripts/nope_causal.py", *OBSERVE, *TOEPLITZ, "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz",
+            "posviz/train/tokenizer.py"],
+           "scripts/nope_causal.py --steps 400 --seeds 0,1,2 --out runs/nope-causal (then copy nope-causal.csv)",
            make=make_nope_causal, inputs=corpus_inputs),
+    Recipe("none-bidirectional", "slow", ["reports/hidden-known-facts/none-bidirectional.csv"],
+           ["scripts/none_bidirectional.py", *OBSERVE, *TRAIN, *TOEPLITZ],
+           "scripts/none_bidirectional.py --out runs/none-bidirectional --results reports/hidden-known-facts",
+           make=make_none_bidirectional, inputs=corpus_inputs),
     Recipe("hidden-known-facts-prose", "prose", ["reports/hidden-known-facts/README.md"],
            ["reports/hidden-known-facts/*.csv"],
            "edit reports/hidden-known-facts/README.md by hand: it quotes the CSV files beside it"),
@@ -406,8 +434,8 @@ def cmd_make(args: argparse.Namespace) -> int:
         work = ROOT / "runs" / "gallery" / f"{name}-{deps[:12]}"
         work.mkdir(parents=True, exist_ok=True)
         print(f"{name}: remaking ({recipe.kind}) in {work.relative_to(ROOT)}", file=sys.stderr)
-        recipe.make(work)
-        manifest.setdefault("outputs", {})[name] = entry_now(recipe)
+        extra = recipe.make(work) or {}
+        manifest.setdefault("outputs", {})[name] = entry_now(recipe, **extra)
         save_manifest(manifest)
         print(f"{name}: made {len(expand(recipe.files))} files, recorded in {MANIFEST}")
     return 0
