@@ -215,7 +215,7 @@ def make_attention_vs_weights(work: Path) -> None:
 
 
 def make_minilm_hidden(work: Path) -> None:
-    run(BIN / "posviz", "hidden", MINILM, "--seq-len", "128", "--max-blocks", "256",
+    run(BIN / "posviz", "hidden", MINILM, "--seq-len", "128", "--max-blocks", "256", "--force",
         "-o", "reports/minilm-hidden.png", "-o", "reports/minilm-hidden.json", "-o", "reports/minilm-hidden.txt",
         env={"HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"})
 
@@ -434,7 +434,12 @@ def cmd_make(args: argparse.Namespace) -> int:
         work = ROOT / "runs" / "gallery" / f"{name}-{deps[:12]}"
         work.mkdir(parents=True, exist_ok=True)
         print(f"{name}: remaking ({recipe.kind}) in {work.relative_to(ROOT)}", file=sys.stderr)
-        extra = recipe.make(work) or {}
+        try:
+            extra = recipe.make(work) or {}
+        except subprocess.CalledProcessError as e:
+            print(f"error: {name}: {Path(str(e.cmd[1])).name if len(e.cmd) > 1 else e.cmd[0]} stopped with exit status "
+                  f"{e.returncode}; the manifest keeps its old entry (see the lines above)", file=sys.stderr)
+            return 1
         manifest.setdefault("outputs", {})[name] = entry_now(recipe, **extra)
         save_manifest(manifest)
         print(f"{name}: made {len(expand(recipe.files))} files, recorded in {MANIFEST}")
