@@ -82,6 +82,10 @@ class Recipe:
         returns what else the manifest must record to remake the same bytes (the report's date), or None.
     inputs
         Returns the inputs the recipe reads, label -> SHA-256.
+    verify
+        For slow recipes that take hours: reruns one representative run with today's code into the work folder and
+        compares it, number by number, with the shipped one (``scripts/compare_rerun.py``); returns the
+        comparison's lines, raises ``CalledProcessError`` when a number disagrees (see :func:`cmd_verify`).
     """
 
     name: str
@@ -91,6 +95,7 @@ class Recipe:
     command: str
     make: Callable[[Path], dict | None] | None = None
     inputs: Callable[[], dict[str, str]] = field(default=lambda: {})
+    verify: Callable[[Path], list[str]] | None = None
 
 
 def sha256(path: Path) -> str:
@@ -229,6 +234,28 @@ def make_none_bidirectional(work: Path) -> None:
     python("scripts/none_bidirectional.py", "--out", work, "--results", "reports/hidden-known-facts")
 
 
+def compare(shipped: str, rerun: Path, *extra: str) -> list[str]:
+    """``scripts/compare_rerun.py`` of a shipped run against a rerun; its lines, or CalledProcessError."""
+    cmd = [sys.executable, "scripts/compare_rerun.py", shipped, str(rerun), *extra]
+    print(f"$ {' '.join(shlex.quote(c) for c in cmd)}", file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sys.stderr.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
+    return [f"{shipped} against a rerun at this commit:"] + r.stdout.splitlines()
+
+
+def verify_table3(work: Path) -> list[str]:
+    python("scripts/tisa_table3.py", "--configs", "a-S3", "--seeds", "0", "--finetune-seeds", "0",
+           "--results", work / "results", "--out", work / "runs")
+    return compare(f"{T3}/runs/a-S3-s0", work / "results" / "runs" / "a-S3-s0")
+
+
+def verify_albert(work: Path) -> list[str]:
+    python("scripts/albert_v1_v2.py", "--steps", "1000", "--eval-every", "50", "--seeds", "0", "--out", work)
+    return [line for run in ("v1-s0", "v2-s0") for line in compare("reports/albert-v1-v2", work / run, "--run", run)]
+
+
 def _head_epoch() -> str:
     return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -249,7 +276,7 @@ RECIPES: tuple[Recipe, ...] = (
            make=lambda work: make_minilm_demo(ROOT / REPORTS, _head_epoch()), inputs=minilm_inputs),
     Recipe("minilm-hidden", "slow", ["reports/minilm-hidden.*"],
            ["posviz/cli/hidden.py", *OBSERVE, *READ, *TOEPLITZ, "posviz/plots/hidden.py", "posviz/plots/common.py"],
-           f"posviz hidden {MINILM} --seq-len 128 --max-blocks 256 -o reports/minilm-hidden.png -o reports/minilm-hidden.json"
+           f"posviz hidden {MINILM} --seq-len 128 --max-blocks 256 --force -o reports/minilm-hidden.png -o reports/minilm-hidden.json"
            " -o reports/minilm-hidden.txt",
            make=make_minilm_hidden, inputs=both(minilm_inputs, corpus_inputs)),
     Recipe("attention-vs-weights", "slow", ["reports/attention-vs-weights-minilm.*"],
@@ -260,7 +287,7 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("tisa-table3-runs", "slow", T3_RUNS,
            ["scripts/tisa_table3.py", *TRAIN, *FINETUNE, *TOEPLITZ, *HEADS],
            "scripts/tisa_table3.py --out runs/tisa-table3 --results reports/tisa-table3 (hours; resumes)",
-           make=make_table3_runs, inputs=corpus_inputs),
+           make=make_table3_runs, inputs=corpus_inputs, verify=verify_table3),
     Recipe("tisa-table3-tables", "quick", T3_TABLES,
            ["scripts/tisa_table3_tabulate.py", "scripts/tisa_table3_figure2.py", "posviz/compare/finetune.py", *PLOTS,
             "posviz/util/format.py", "posviz/util/tables.py"],
@@ -273,7 +300,7 @@ RECIPES: tuple[Recipe, ...] = (
             "posviz/plots/common.py", *TRAIN, *TOEPLITZ, *HEADS],
            "scripts/albert_v1_v2.py --out runs/albert-v1-v2 --results reports/albert-v1-v2 --steps 1000 --eval-every 50"
            " (about 80 minutes; resumes)",
-           make=make_albert, inputs=corpus_inputs),
+           make=make_albert, inputs=corpus_inputs, verify=verify_albert),
     Recipe("training-trajectories", "slow", ["reports/training-trajectories.png"],
            ["scripts/training_trajectories.py", "posviz/plots/common.py", *TRAIN, *TOEPLITZ, *HEADS],
            "scripts/training_trajectories.py --steps 300 --out runs/demo -o reports/training-trajectories.png",
@@ -416,15 +443,10 @@ def cmd_make(args: argparse.Namespace) -> int:
     if not names:
         print("the gallery is current: nothing to remake")
         return 0
-    dirty = set(git("status", "--porcelain", "--untracked-files=all").splitlines())
-    dirty_paths = {line[3:] for line in dirty}
-    for name in names:
-        recipe = BY_NAME[name]
-        uncommitted = sorted(dirty_paths & set(expand(recipe.depends)))
-        if uncommitted and not args.allow_dirty:
-            print(f"error: {uncommitted[0]} has uncommitted changes and {name} depends on it "
-                  "(hint: commit first, so the manifest can name the commit that made the files)", file=sys.stderr)
-            return 2
+    error = _refuse_dirty(names, args.allow_dirty)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     for name in names:
         recipe = BY_NAME[name]
         if recipe.make is None:
@@ -443,6 +465,60 @@ def cmd_make(args: argparse.Namespace) -> int:
         manifest.setdefault("outputs", {})[name] = entry_now(recipe, **extra)
         save_manifest(manifest)
         print(f"{name}: made {len(expand(recipe.files))} files, recorded in {MANIFEST}")
+    return 0
+
+
+def _refuse_dirty(names: Sequence[str], allow: bool) -> str | None:
+    """The error line when a dependency of one of ``names`` has uncommitted changes (None: all committed)."""
+    dirty_paths = {line[3:] for line in git("status", "--porcelain", "--untracked-files=all").splitlines()}
+    for name in names:
+        uncommitted = sorted(dirty_paths & set(expand(BY_NAME[name].depends)))
+        if uncommitted and not allow:
+            return (f"error: {uncommitted[0]} has uncommitted changes and {name} depends on it "
+                    "(hint: commit first, so the manifest can name the commit that made the files)")
+    return None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Rerun one representative run of a slow recipe and record the agreement, in place of a remake.
+
+    The files keep the commit that made them; their dependencies become today's, and the entry records the
+    rerun (commit, command, every metric's largest difference). A disagreement records nothing (exit 1): then
+    only a remake (``make NAME``) makes the files current.
+    """
+    manifest = load_manifest()
+    recipe = BY_NAME.get(args.name)
+    if recipe is None or recipe.verify is None:
+        able = ", ".join(r.name for r in RECIPES if r.verify)
+        print(f"error: {args.name!r} cannot be verified by a rerun (hint: one of {able}; or remake it: make NAME)", file=sys.stderr)
+        return 2
+    entry = manifest.get("outputs", {}).get(recipe.name)
+    if entry is None:
+        print(f"error: {recipe.name} is not in {MANIFEST} yet (hint: make {recipe.name})", file=sys.stderr)
+        return 2
+    stale_files = [line for line in problems(manifest).get(recipe.name, []) if "differs from the file" in line or "is missing" in line
+                   or "is not in" in line]
+    if stale_files:
+        print(f"error: {stale_files[0]}: a rerun can vouch only for files the manifest knows (hint: make {recipe.name})", file=sys.stderr)
+        return 2
+    error = _refuse_dirty([recipe.name], args.allow_dirty)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    deps = {p: sha256(ROOT / p) for p in expand(recipe.depends)}
+    work = ROOT / "runs" / "gallery" / f"{recipe.name}-verify-{hashlib.sha256(json.dumps(deps, sort_keys=True).encode()).hexdigest()[:12]}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        lines = recipe.verify(work)
+    except subprocess.CalledProcessError as e:
+        print(f"error: {recipe.name}: the rerun does not reproduce the shipped files (exit status {e.returncode}); "
+              f"nothing recorded (hint: remake it: {recipe.command})", file=sys.stderr)
+        return 1
+    entry["depends_on"] = deps
+    entry["verified"] = {"commit": git("rev-parse", "HEAD"), "posviz_version": posviz_version(),
+                         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), "result": lines}
+    save_manifest(manifest)
+    print(f"{recipe.name}: a rerun at {entry['verified']['commit'][:10]} reproduces it; recorded in {MANIFEST}")
     return 0
 
 
@@ -480,6 +556,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("names", nargs="+")
     r.add_argument("--note", default=None, help="a note kept with the entry")
     r.set_defaults(func=cmd_record)
+    v = sub.add_parser("verify", help="rerun one run of a slow recipe; if it reproduces the files, record that")
+    v.add_argument("name")
+    v.add_argument("--allow-dirty", action="store_true", help="verify although a dependency has uncommitted changes")
+    v.set_defaults(func=cmd_verify)
     sub.add_parser("list", help="recipes and their commands").set_defaults(func=cmd_list)
     args = p.parse_args(argv)
     return args.func(args)
