@@ -18,7 +18,7 @@ STAMP_OLDEST := $(VENV_OLDEST)/.posviz-installed
 DEMO_MODEL ?= sentence-transformers/all-MiniLM-L6-v2
 export MPLBACKEND ?= Agg
 
-.PHONY: setup setup-oldest demo test test-newest test-oldest fuzz lint bench clean
+.PHONY: setup setup-oldest demo gallery test test-newest test-oldest fuzz lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ demo: setup
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
 		POSVIZ=$(BIN)/posviz PYPDFIUM2=$(BIN)/pypdfium2 DEMO_MODEL=$(DEMO_MODEL) scripts/minilm_demo.sh reports
 	cat reports/minilm-toeplitzness.txt
+
+## gallery: remake every shipped file under reports/ that the suite's gallery check finds stale (quick ones directly,
+## slow ones through their scripts, resuming from runs/gallery/), record them in reports/MANIFEST.json, and rewrite
+## the console examples of README.md and docs/ that no longer print what posviz prints
+gallery: export HF_HUB_OFFLINE ?= 1
+gallery: setup
+	$(BIN)/python scripts/gallery.py make
+	$(BIN)/python scripts/gallery.py docs --write
 
 ## test: the whole test suite on the newest and on the oldest supported transformers/huggingface_hub
 test: test-newest test-oldest

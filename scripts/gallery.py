@@ -35,6 +35,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -337,9 +338,16 @@ def load_manifest() -> dict:
 
 def save_manifest(manifest: dict) -> None:
     path = ROOT / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_suffix(f".json.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def record_entry(name: str, entry: dict) -> None:
+    """Put ``entry`` into the manifest as it is on disk now (a remake and a verify may run side by side for hours)."""
+    manifest = load_manifest()
+    manifest.setdefault("outputs", {})[name] = entry
+    save_manifest(manifest)
 
 
 def git(*args: str) -> str:
@@ -417,6 +425,126 @@ def describe(stale: dict[str, list[str]], limit: int = 6) -> str:
     return "\n".join(parts)
 
 
+# --- console examples in the docs ---------------------------------------------------------------------------------
+
+DOCS = ["README.md", "docs/*.md"]
+_CONSOLE = re.compile(r"```console\n(.*?)```", re.S)
+_ELISION = ("...", "…")
+_LONG_FLOAT = re.compile(r"-?\d+\.\d{11,}(?:e[-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class ConsoleExample:
+    """A console block of the docs whose one command runs offline here: ``posviz ...`` on the packaged MiniLM.
+
+    Blocks on hub models, training runs or files of the reader's are illustrations; they are not run.
+    """
+
+    path: str
+    start: int
+    end: int
+    command: str
+    shown: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.path}: $ {self.command[:70]}"
+
+
+def console_examples() -> list[ConsoleExample]:
+    """The runnable console examples of README.md and docs/*.md, in file order."""
+    found = []
+    for path in expand(DOCS):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        for m in _CONSOLE.finditer(text):
+            body = m.group(1)
+            first, _, shown = body.partition("\n")
+            command = first.removeprefix("$ ").removeprefix("HF_HUB_OFFLINE=1 ")
+            runnable = (first.startswith("$ ") and command.startswith("posviz ") and MINILM in command
+                        and "\n$ " not in "\n" + shown and not any(x in command for x in ("runs/", "my-", "--corpus FILE")))
+            if runnable:
+                found.append(ConsoleExample(path, m.start(1), m.end(1), command, shown))
+    return found
+
+
+def run_console(command: str) -> str:
+    """What ``command`` prints (stdout and stderr as a terminal shows them), from a fresh home, offline, 120 columns.
+
+    Paths under ``reports/`` are written into a scratch folder, never over the shipped files.
+    """
+    import tempfile
+
+    args = shlex.split(command)
+    with tempfile.TemporaryDirectory(prefix="posviz-console-") as tmp:
+        (Path(tmp) / "reports").mkdir()
+        env = {**os.environ, "HOME": tmp, "XDG_CACHE_HOME": f"{tmp}/.cache", "POSVIZ_CACHE_DIR": f"{tmp}/.cache/posviz",
+               "HF_HOME": f"{tmp}/.cache/huggingface", "HF_HUB_CACHE": f"{tmp}/.cache/huggingface/hub", "HF_HUB_OFFLINE": "1",
+               "COLUMNS": "120", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
+        r = subprocess.run([str(BIN / args[0]), *args[1:]], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"$ {command} exited {r.returncode}:\n{r.stdout}")
+    return r.stdout
+
+
+def _normal(text: str) -> list[str]:
+    """Lines without trailing blanks, floats printed with 11+ decimals cut to 9 (their last bits vary with numpy's FFT)."""
+    lines = [_LONG_FLOAT.sub(lambda m: f"{float(m.group()):.9g}", line.rstrip()) for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def console_differs(example: ConsoleExample, printed: str) -> str | None:
+    """None when ``printed`` is what the example shows (up to its elision line, ``...``); else the first difference."""
+    shown, now = _normal(example.shown), _normal(printed)
+    if shown and shown[-1].strip() in _ELISION:
+        shown = shown[:-1]
+        now = now[: len(shown)]
+    for i, (a, b) in enumerate(zip(shown, now, strict=False)):
+        if a != b:
+            return f"line {i + 2} shows\n    {a}\nbut posviz prints\n    {b}"
+    if len(shown) != len(now):
+        return f"the example shows {len(shown)} lines, posviz prints {len(now)}"
+    return None
+
+
+def refreshed(example: ConsoleExample, printed: str) -> str:
+    """The example's block body with today's output (as long as before when it was elided)."""
+    shown = example.shown.rstrip("\n").splitlines()
+    lines = [line.rstrip() for line in printed.rstrip("\n").splitlines()]
+    if shown and shown[-1].strip() in _ELISION:
+        lines = lines[: len(shown) - 1] + [shown[-1]]
+    return f"$ {_prefix(example)}{example.command}\n" + "\n".join(lines) + "\n"
+
+
+def _prefix(example: ConsoleExample) -> str:
+    text = (ROOT / example.path).read_text(encoding="utf-8")[example.start:example.end]
+    return "HF_HUB_OFFLINE=1 " if text.startswith("$ HF_HUB_OFFLINE=1 ") else ""
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Check (or with --write, rewrite) the runnable console examples of the docs."""
+    stale = 0
+    by_path: dict[str, list[tuple[ConsoleExample, str]]] = {}
+    for example in console_examples():
+        printed = run_console(example.command)
+        why = console_differs(example, printed)
+        if why:
+            stale += 1
+            print(f"{example.label}: {why}", file=sys.stderr)
+            by_path.setdefault(example.path, []).append((example, printed))
+    if args.write:
+        for path, items in by_path.items():
+            text = (ROOT / path).read_text(encoding="utf-8")
+            for example, printed in sorted(items, key=lambda item: -item[0].start):  # from the end: offsets stay valid
+                text = text[:example.start] + refreshed(example, printed) + text[example.end:]
+            (ROOT / path).write_text(text, encoding="utf-8")
+            print(f"rewrote {len(items)} console example(s) in {path}")
+        return 0
+    return 1 if stale else 0
+
+
 # --- commands -----------------------------------------------------------------------------------------------------
 
 
@@ -462,8 +590,7 @@ def cmd_make(args: argparse.Namespace) -> int:
             print(f"error: {name}: {Path(str(e.cmd[1])).name if len(e.cmd) > 1 else e.cmd[0]} stopped with exit status "
                   f"{e.returncode}; the manifest keeps its old entry (see the lines above)", file=sys.stderr)
             return 1
-        manifest.setdefault("outputs", {})[name] = entry_now(recipe, **extra)
-        save_manifest(manifest)
+        record_entry(name, entry_now(recipe, **extra))
         print(f"{name}: made {len(expand(recipe.files))} files, recorded in {MANIFEST}")
     return 0
 
@@ -514,17 +641,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"error: {recipe.name}: the rerun does not reproduce the shipped files (exit status {e.returncode}); "
               f"nothing recorded (hint: remake it: {recipe.command})", file=sys.stderr)
         return 1
+    entry = load_manifest()["outputs"][recipe.name]  # as it is now: the rerun took a while
     entry["depends_on"] = deps
     entry["verified"] = {"commit": git("rev-parse", "HEAD"), "posviz_version": posviz_version(),
                          "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), "result": lines}
-    save_manifest(manifest)
+    record_entry(recipe.name, entry)
     print(f"{recipe.name}: a rerun at {entry['verified']['commit'][:10]} reproduces it; recorded in {MANIFEST}")
     return 0
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record prose recipes as they are now, after a person checked them against the files they quote."""
-    manifest = load_manifest()
     for name in args.names:
         if name not in BY_NAME:
             print(f"error: unknown recipe {name!r} (hint: one of {', '.join(BY_NAME)})", file=sys.stderr)
@@ -533,8 +660,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             print(f"error: {name} is made by a command, not checked by hand (hint: scripts/gallery.py make {name})",
                   file=sys.stderr)
             return 2
-        manifest.setdefault("outputs", {})[name] = entry_now(BY_NAME[name], **({"note": args.note} if args.note else {}))
-    save_manifest(manifest)
+        record_entry(name, entry_now(BY_NAME[name], **({"note": args.note} if args.note else {})))
     return 0
 
 
@@ -560,6 +686,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("name")
     v.add_argument("--allow-dirty", action="store_true", help="verify although a dependency has uncommitted changes")
     v.set_defaults(func=cmd_verify)
+    d = sub.add_parser("docs", help="check the runnable console examples of README.md and docs/ (exit 1 if stale)")
+    d.add_argument("--write", action="store_true", help="rewrite the stale ones with what posviz prints today")
+    d.set_defaults(func=cmd_docs)
     sub.add_parser("list", help="recipes and their commands").set_defaults(func=cmd_list)
     args = p.parse_args(argv)
     return args.func(args)

@@ -1,0 +1,184 @@
+"""The shipped gallery is what today's code makes (reports/MANIFEST.json and scripts/gallery.py).
+
+Every file under reports/ is in the manifest with the recipe that makes it; no source file a recipe depends on
+has changed since the commit that made (or, for the hours-long experiments, reran and verified) its files; and
+the quick outputs are remade here and compared with the committed ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_gallery():
+    spec = importlib.util.spec_from_file_location("posviz_gallery", ROOT / "scripts" / "gallery.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+gallery = _load_gallery()
+MANIFEST = gallery.load_manifest()
+
+
+def test_every_shipped_file_is_current():
+    """No file outside a recipe, no file changed since it was recorded, no dependency changed since it was made."""
+    stale = gallery.problems(MANIFEST)
+    assert not stale, "the gallery is stale (make gallery remakes it):\n" + gallery.describe(stale)
+
+
+def test_every_recipe_records_how_and_from_what_it_was_made():
+    for recipe in gallery.RECIPES:
+        entry = MANIFEST["outputs"][recipe.name]
+        assert len(entry["commit"]) == 40 and entry["posviz_version"] and entry["command"] == recipe.command
+        assert entry["files"] and entry["depends_on"], recipe.name
+        if recipe.kind != "prose":
+            assert entry["inputs"] and all(len(h) == 64 for h in entry["inputs"].values()), recipe.name
+
+
+def test_a_changed_dependency_names_the_stale_files_and_the_command_that_remakes_them():
+    manifest = copy.deepcopy(MANIFEST)
+    entry = manifest["outputs"]["training-report"]
+    changed, added = sorted(entry["depends_on"])[:2]
+    entry["depends_on"][changed] = "0" * 64
+    del entry["depends_on"][added]
+    entry["depends_on"]["posviz/report/gone.py"] = "0" * 64
+    entry["files"]["reports/training-report.pdf"] = "0" * 64
+    stale = gallery.problems(manifest)
+    assert set(stale) - set(gallery.problems(MANIFEST)) <= {"training-report"}
+    text = gallery.describe({"training-report": stale["training-report"]}, limit=10_000)
+    made = entry["commit"][:10]
+    assert f"{changed} changed since {made}, which made it" in text
+    assert f"{added} was added since {made}" in text and f"posviz/report/gone.py was removed since {made}" in text
+    assert "reports/training-report.pdf differs from the file recorded" in text
+    assert f"remake: make gallery, or: {gallery.BY_NAME['training-report'].command}" in text
+
+
+def test_a_recipe_missing_from_the_manifest_is_stale():
+    manifest = copy.deepcopy(MANIFEST)
+    del manifest["outputs"]["minilm-demo"]
+    assert gallery.problems(manifest)["minilm-demo"] == ["minilm-demo is not in reports/MANIFEST.json"]
+
+
+def test_record_refuses_a_recipe_that_a_command_makes():
+    proc = subprocess.run([sys.executable, "scripts/gallery.py", "record", "training-report"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: training-report is made by a command")
+
+
+# --- the quick outputs, remade here -----------------------------------------------------------------------------
+
+
+def _same_json(a, b, path="") -> list[str]:
+    """Differences between two JSON documents; floats agree to 1e-9 relative (the last bits of a float64 sum
+    depend on the FFT numpy uses, which the oldest supported numpy does not share)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and (
+                math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))):
+            return []
+        return [f"{path}: {a!r} != {b!r}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(a.keys() ^ b.keys())}"]
+        return [d for k in a for d in _same_json(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _same_json(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def _pixels(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"), dtype=np.float64)
+
+
+def assert_same_output(remade: Path, shipped: Path) -> None:
+    """``remade`` shows what ``shipped`` shows: text to the last printed digit, PDF pages' text, PNG pixels."""
+    suffix = shipped.suffix
+    if suffix in (".txt", ".md", ".csv"):
+        assert remade.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8"), shipped
+    elif suffix == ".json":
+        differences = _same_json(json.loads(remade.read_text(encoding="utf-8")), json.loads(shipped.read_text(encoding="utf-8")))
+        assert not differences, f"{shipped}: " + "; ".join(differences[:5])
+    elif suffix == ".pdf":
+        from pypdf import PdfReader
+
+        new, old = PdfReader(remade), PdfReader(shipped)
+        assert len(new.pages) == len(old.pages), shipped
+        for i, (a, b) in enumerate(zip(new.pages, old.pages, strict=True)):
+            assert a.extract_text() == b.extract_text(), f"{shipped}, page {i + 1}"
+    elif suffix == ".png":
+        a, b = _pixels(remade), _pixels(shipped)
+        assert a.shape == b.shape, f"{shipped}: {a.shape} != {b.shape}"
+        # Antialiasing may differ between matplotlib/FreeType releases; a changed number, line or colour does not
+        # hide in this: it moves far more than 0.5% of the pixels by more than a tenth of the range.
+        moved = np.mean(np.abs(a - b).max(axis=2) > 25.5)
+        assert moved <= 0.005, f"{shipped}: {moved:.2%} of the pixels differ"
+    else:
+        pytest.fail(f"{shipped}: no comparison for {suffix} files")
+
+
+@pytest.fixture(scope="module")
+def demo_remade(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("minilm-demo")
+    gallery.make_minilm_demo(out, MANIFEST["outputs"]["minilm-demo"]["source_date_epoch"])
+    return out
+
+
+@pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["minilm-demo"].files))
+def test_the_minilm_demo_is_what_todays_code_makes(demo_remade, shipped):
+    assert_same_output(demo_remade / Path(shipped).name, ROOT / shipped)
+
+
+@pytest.fixture(scope="module")
+def tables_remade(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tisa-table3")
+    subprocess.run([sys.executable, "scripts/tisa_table3_tabulate.py", "--out", "reports/tisa-table3/runs", "--results", str(out)],
+                   cwd=ROOT, check=True, capture_output=True)
+    return out
+
+
+@pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["tisa-table3-tables"].files))
+def test_the_table3_tables_are_what_todays_code_makes(tables_remade, shipped):
+    assert_same_output(tables_remade / Path(shipped).name, ROOT / shipped)
+
+
+# --- the console examples of the docs -----------------------------------------------------------------------------
+
+#: ``posviz hidden`` over 256 blocks takes a minute: its example is refreshed by ``make gallery`` with its recipe
+#: (minilm-hidden, whose dependencies the first test checks), not run here.
+EXAMPLES = [e for e in gallery.console_examples() if not e.command.startswith("posviz hidden")]
+
+
+def test_the_docs_have_runnable_console_examples():
+    assert {e.path for e in EXAMPLES} >= {"docs/heads.md", "docs/heatmap.md", "docs/report.md", "docs/toeplitzness.md",
+                                          "docs/attention.md"}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.label)
+def test_the_docs_console_examples_print_what_posviz_prints(example):
+    why = gallery.console_differs(example, gallery.run_console(example.command))
+    assert why is None, f"{example.label}: {why}\n(refresh: scripts/gallery.py docs --write)"
+
+
+def test_an_outdated_console_example_is_found_and_refreshed():
+    example = next(e for e in EXAMPLES if "--layers all" in e.command)
+    printed = "\n".join(example.shown.splitlines()[:3]) + "\nsomething new\n"
+    assert gallery.console_differs(example, printed).startswith("line 5 shows")
+    body = gallery.refreshed(example, printed)
+    assert body == f"$ {example.command}\n" + "\n".join(example.shown.splitlines()[:3]) + "\nsomething new\n"
