@@ -345,8 +345,19 @@
     { key: "toeplitzness_null_offdiag", label: "null" }, { key: "excess_offdiag", label: "excess" }, { key: "rank90", label: "rank 90%", digits: 0 },
     { key: "probe_mae", label: "probe MAE" }, { key: "probe_mae_baseline", label: "MAE baseline" }, { key: "probe_order_accuracy", label: "order accuracy" }];
 
-  function renderAttention(root) {
-    const c = DATA.models.find((m) => m.corpus).corpus, a = c.attention;
+  function corpusPicker(root, id, render) {  // one model's corpus tabs at a time
+    const models = DATA.models.filter((m) => m.corpus), box = el("div");
+    const pick = el("select", { id: id }, ...models.map((m, i) => el("option", { value: i }, m.name)));
+    if (models.length > 1) root.append(el("div", { class: "controls" }, el("label", {}, "model ", pick)));
+    root.append(box);
+    pick.addEventListener("change", () => { box.replaceChildren(); render(box, models[+pick.value].corpus); });
+    return render(box, models[0].corpus);
+  }
+  function renderAttention(root) { return corpusPicker(root, "attn-model", attentionView); }
+  function renderHidden(root) { return corpusPicker(root, "hidden-model", hiddenView); }
+
+  function attentionView(root, c) {
+    const a = c.attention;
     const metric = el("select", { id: "attn-metric" }, ...ATTN_COLUMNS.slice(2, 8).map((col) => el("option", { value: col.key }, col.label)));
     const matrix = el("div", { class: "plot", id: "attn-matrix" }), prof = el("div", { class: "plot", id: "attn-profile" });
     root.append(el("div", { class: "note" }, c.model + ": " + a.conventions), el("div", { class: "controls" }, el("label", {}, "colour by ", metric)),
@@ -369,8 +380,8 @@
     return ready;
   }
 
-  function renderHidden(root) {
-    const c = DATA.models.find((m) => m.corpus).corpus, hd = c.hidden, plot = el("div", { class: "plot", id: "hidden-plot" });
+  function hiddenView(root, c) {
+    const hd = c.hidden, plot = el("div", { class: "plot", id: "hidden-plot" });
     root.append(el("div", { class: "note" }, c.model + ": " + hd.conventions), plot, sortable("hidden-table", HIDDEN_COLUMNS, hd.records));
     const xs = hd.records.map((r) => r.layer), line = (key, name, dash) => ({ type: "scatter", mode: "lines+markers", x: xs, y: hd.records.map((r) => r[key]), name: name, line: { dash: dash || "solid" } });
     return Plotly.react(plot, [line("positional_share", "positional share"), line("positional_share_null", "share null", "dot"),
@@ -409,9 +420,10 @@
     const done = models.map((m, i) => {
       const v = m.p, d = el("div", { class: "plot", id: "compare-" + i }), mats = pMatrices(v), first = v.first_position;
       const xs = v.pooled ? centers(v.edges, first) : range(first, first + v.n);
-      box.append(el("div", {}, scoreLine(v.score), d)); divs.push(d);
-      return Plotly.react(d, [heatmap(rows(mats.p, mats.m), xs, xs, { hoverinfo: "x+y+z", hovertemplate: "i %{y}, j %{x}: %{z:.5g}<extra></extra>" })],
-        squareLayout(m.name, models.length > 2 ? 300 : 420), CONFIG).then(() => d.on("plotly_relayout", (ev) => {
+      const side = models.length > 2 ? 300 : 420;
+      box.append(el("div", { style: "width: " + (side + 100) + "px" }, scoreLine(v.score), d)); divs.push(d);
+      return Plotly.react(d, [heatmap(rows(mats.p, mats.m), xs, xs, { hoverinfo: "x+y+z", hovertemplate: "i %{y}, j %{x}: %{z:.5g}<extra></extra>",
+        zmin: v.color_ranges.p[0], zmax: v.color_ranges.p[1], zauto: false })], squareLayout(m.name, side), CONFIG).then(() => d.on("plotly_relayout", (ev) => {
         if (syncing) return;
         const upd = {};
         for (const k of ["xaxis.range[0]", "xaxis.range[1]", "yaxis.range[0]", "yaxis.range[1]", "xaxis.autorange", "yaxis.autorange"]) if (k in ev) upd[k] = ev[k];
