@@ -168,7 +168,7 @@ def explore(
         from posviz.explore.corpus import corpus_view
         from posviz.read.embeddings import is_synthetic
 
-        for entry, spec in zip(entries, models):
+        for entry, spec in zip(entries, models, strict=True):
             if not is_synthetic(spec):
                 entry["corpus"] = corpus_view(spec, corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, progress=progress)
     from posviz.explore.page import plotly_js, render_page
