@@ -29,7 +29,7 @@ DENSE_SIDE = 256
 #: Per-head fields of the scores table, in order (RoPE fields are added where the source gives them).
 HEAD_FIELDS = ("toeplitzness_offdiag", "null_mean_offdiag", "excess_offdiag", "toeplitzness", "null_mean", "excess",
                "peak_offset", "f_hat_0")
-ROPE_FIELDS = ("dominant_band", "dominant_wavelength", "high_freq_share")
+ROPE_FIELDS = ("dominant_band", "dominant_wavelength", "high_share", "locality")
 
 
 def factor_plan(layers: int, heads: int, n: int, rank: int) -> tuple[str, int]:

@@ -106,6 +106,8 @@ def test_relative_and_rope_models_have_heads_but_no_p(tiny_checkpoints):
     llama = posviz.explore(str(tiny_checkpoints("llama"))).data["models"][0]
     bands = llama["heads"]["layers"][0]["bands"]
     assert decode_array(bands["energy"]).shape[0] == llama["heads"]["num_heads"] and len(bands["wavelength"]) > 0
+    row = llama["heads"]["rows"][0]
+    assert {"dominant_band", "dominant_wavelength", "high_share", "locality"} <= set(row) and row["high_share"] is not None
 
 
 def test_large_p_is_block_averaged_with_its_projection():

@@ -120,7 +120,7 @@
       const prov = (m.p && m.p.provenance) || (m.heads && m.heads.metadata) || {};
       const dl = el("dl");
       const items = [["model", m.name], ["source", prov.source], ["revision", prov.revision], ["family", prov.family],
-        ["tensor", prov.tensor], ["rows", prov.rows ? prov.rows[0] + "–" + (prov.rows[1] - 1) + " of " + prov.stored_rows : null],
+        ["tensor", prov.tensor], ["rows", prov.rows ? prov.rows[0] + "–" + (prov.rows[1] - 1) + (prov.stored_rows ? " of " + prov.stored_rows : "") : null],
         ["dtype", prov.dtype], ["E_P sha256", prov.e_p_sha256 ? prov.e_p_sha256.slice(0, 16) + "…" : null],
         ["scheme", m.heads ? m.heads.scheme : null], ["run", m.series ? m.series.run : null]];
       for (const [k, v] of items) if (v !== null && v !== undefined) dl.append(el("dt", {}, k), el("dd", { title: String(v) }, String(v)));
@@ -259,7 +259,7 @@
     { key: "toeplitzness", label: "full R²" }, { key: "peak_offset", label: "peak k", digits: 0 }, { key: "f_hat_0", label: "f̂(0)" },
   ];
   const ROPE_COLUMNS = [{ key: "dominant_band", label: "dominant band", digits: 0 }, { key: "dominant_wavelength", label: "wavelength" },
-    { key: "high_freq_share", label: "high-freq share" }];
+    { key: "high_share", label: "high-frequency share" }, { key: "locality", label: "locality" }];
 
   function renderHeads(root) {
     const models = DATA.models.filter((m) => m.heads);
@@ -314,7 +314,7 @@
       if (L.bands) {
         const E = arr(L.bands.energy), B = L.bands.energy.shape[1], wl = L.bands.wavelength;
         const z = range(0, hv.num_heads).map((h) => E.subarray(h * B, (h + 1) * B));
-        Plotly.react(bands, [heatmap(z, range(0, B), range(0, hv.num_heads), { colorscale: "Magma", hoverinfo: "text",
+        Plotly.react(bands, [heatmap(z, range(0, B), range(0, hv.num_heads), { colorscale: "Cividis", hoverinfo: "text",
           text: z.map((row, h) => Array.from(row, (e, b) => "head " + h + ", band " + b + " (wavelength " + fmt(wl[b], 4) + " tokens): energy " + fmt(e, 4))) })],
         { title: { text: "RoPE band energy per head (band 0: highest frequency)", font: { size: 13 } }, width: 640, height: 120 + 18 * hv.num_heads,
           xaxis: { title: { text: "band" } }, yaxis: { title: { text: "head" }, autorange: "reversed" }, margin: { l: 50, r: 20, t: 36, b: 40 } }, CONFIG);
