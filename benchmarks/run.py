@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "series": ("bench_series.py", [], ["--workers", "8"]),
     "attention": ("bench_attention.py", ["--blocks", "8", "--repeats", "3"], ["--blocks", "2", "--repeats", "1"]),
     "hidden": ("bench_hidden.py", ["--blocks", "256", "--repeats", "3"], ["--blocks", "16", "--repeats", "1"]),
+    "explore": ("bench_explore.py", ["--repeats", "5"], ["--repeats", "1"]),
 }
 
 

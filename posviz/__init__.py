@@ -49,7 +49,7 @@ _EXPORTS = {
     "HiddenResult": "posviz.observe.hidden",
 }
 
-__all__ = sorted([*_EXPORTS, "finetune", "__version__"])
+__all__ = sorted([*_EXPORTS, "finetune", "explore", "__version__"])
 
 
 def _version() -> str:
@@ -68,10 +68,10 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
-    if name == "finetune":  # the package posviz.finetune, callable as posviz.finetune.api.finetune
+    if name in ("finetune", "explore"):  # callable packages: posviz.finetune(...), posviz.explore(...)
         import importlib
 
-        return importlib.import_module("posviz.finetune")
+        return importlib.import_module(f"posviz.{name}")
     return _lazy_getattr(name)
 
 
