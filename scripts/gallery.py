@@ -360,6 +360,19 @@ def posviz_version() -> str:
     return version("posviz")
 
 
+def renderer() -> dict[str, str]:
+    """The releases that draw the pictures: PNG pixels can be compared only between the same ones."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("matplotlib", "pypdfium2"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
 def entry_now(recipe: Recipe, **extra: object) -> dict:
     """The manifest entry of ``recipe`` as the files and sources are now, made at HEAD."""
     head = git("rev-parse", "HEAD")
@@ -368,6 +381,7 @@ def entry_now(recipe: Recipe, **extra: object) -> dict:
         "command": recipe.command,
         "commit": head,
         "posviz_version": posviz_version(),
+        "renderer": renderer(),
         "made": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
         "inputs": recipe.inputs(),
         "depends_on": {p: sha256(ROOT / p) for p in expand(recipe.depends)},

@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,8 +108,16 @@ def _pixels(path: Path) -> np.ndarray:
         return np.asarray(im.convert("RGB"), dtype=np.float64)
 
 
-def assert_same_output(remade: Path, shipped: Path) -> None:
-    """``remade`` shows what ``shipped`` shows: text to the last printed digit, PDF pages' text, PNG pixels."""
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def assert_same_output(remade: Path, shipped: Path, same_renderer: str | None = None) -> None:
+    """``remade`` shows what ``shipped`` shows: text to the last printed digit, PDF pages' text, PNG pixels.
+
+    ``same_renderer`` is None when the files were drawn by the matplotlib and pypdfium2 releases running here;
+    otherwise it says which drew them. Then a PDF page's numbers must still agree, digit for digit, but its other
+    text (glyphs of mathtext legends) and the pixels of a PNG may differ, and the pixel check is skipped.
+    """
     suffix = shipped.suffix
     if suffix in (".txt", ".md", ".csv"):
         assert remade.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8"), shipped
@@ -121,8 +130,13 @@ def assert_same_output(remade: Path, shipped: Path) -> None:
         new, old = PdfReader(remade), PdfReader(shipped)
         assert len(new.pages) == len(old.pages), shipped
         for i, (a, b) in enumerate(zip(new.pages, old.pages, strict=True)):
-            assert a.extract_text() == b.extract_text(), f"{shipped}, page {i + 1}"
+            if same_renderer is None:
+                assert a.extract_text() == b.extract_text(), f"{shipped}, page {i + 1}"
+            else:
+                assert _NUMBER.findall(a.extract_text()) == _NUMBER.findall(b.extract_text()), f"{shipped}, page {i + 1}"
     elif suffix == ".png":
+        if same_renderer is not None:
+            pytest.skip(f"{shipped.name}: pixels not compared: {same_renderer}")
         a, b = _pixels(remade), _pixels(shipped)
         assert a.shape == b.shape, f"{shipped}: {a.shape} != {b.shape}"
         # Antialiasing may differ between matplotlib/FreeType releases; a changed number, line or colour does not
@@ -131,6 +145,15 @@ def assert_same_output(remade: Path, shipped: Path) -> None:
         assert moved <= 0.005, f"{shipped}: {moved:.2%} of the pixels differ"
     else:
         pytest.fail(f"{shipped}: no comparison for {suffix} files")
+
+
+def renderer_differs(recipe: str) -> str | None:
+    """None when this environment has the matplotlib and pypdfium2 that drew ``recipe``; else what differs."""
+    recorded, here = MANIFEST["outputs"][recipe].get("renderer", {}), gallery.renderer()
+    if recorded == here:
+        return None
+    return (f"drawn with {', '.join(f'{k} {v}' for k, v in recorded.items())}; this environment has "
+            f"{', '.join(f'{k} {v}' for k, v in here.items())}")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +165,7 @@ def demo_remade(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["minilm-demo"].files))
 def test_the_minilm_demo_is_what_todays_code_makes(demo_remade, shipped):
-    assert_same_output(demo_remade / Path(shipped).name, ROOT / shipped)
+    assert_same_output(demo_remade / Path(shipped).name, ROOT / shipped, renderer_differs("minilm-demo"))
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +178,7 @@ def tables_remade(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["tisa-table3-tables"].files))
 def test_the_table3_tables_are_what_todays_code_makes(tables_remade, shipped):
-    assert_same_output(tables_remade / Path(shipped).name, ROOT / shipped)
+    assert_same_output(tables_remade / Path(shipped).name, ROOT / shipped, renderer_differs("tisa-table3-tables"))
 
 
 # --- the console examples of the docs -----------------------------------------------------------------------------
