@@ -166,11 +166,11 @@ def both(*sources: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]
 # --- remakes ------------------------------------------------------------------------------------------------------
 
 
-def run(*cmd: str | Path, env: dict[str, str] | None = None) -> None:
-    """Run one command from the repository root; a failure stops the remake."""
+def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
+    """Run one command (from the repository root unless ``cwd``); a failure stops the remake."""
     printable = " ".join(shlex.quote(str(c)) for c in cmd)
     print(f"$ {printable}", file=sys.stderr, flush=True)
-    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env={**os.environ, **(env or {})})
+    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True, env={**os.environ, **(env or {})})
 
 
 def python(*args: str | Path, threads: int = 1) -> None:
@@ -207,12 +207,17 @@ TRAINING_REPORT_PAGES = {"title": 1, "tupe-a heatmap": 5, "tupe-a heads": 13, "t
 def make_training_report(work: Path) -> dict:
     python("scripts/training_trajectories.py", "--steps", "150", "--eval-every", "25", "--seq-len", "32", "--threads", "1",
            "--out", work, "-o", work / "trajectories.png")
-    runs = [work / s for s in ("absolute", "absolute-tisa", "tisa", "tupe-a", "tupe-r")]
+    # from inside the work folder: the report names each run by its folder, not by a path of this machine
+    runs = ["absolute", "absolute-tisa", "tisa", "tupe-a", "tupe-r"]
     epoch = _head_epoch()
-    run(BIN / "posviz", "report", *runs, "-o", "reports/training-report.pdf", env={"SOURCE_DATE_EPOCH": epoch})
+    run(BIN / "posviz", "report", *runs, "-o", ROOT / "reports/training-report.pdf", env={"SOURCE_DATE_EPOCH": epoch}, cwd=work)
     pages = ",".join(str(p) for p in TRAINING_REPORT_PAGES.values())
     run(BIN / "pypdfium2", "render", "reports/training-report.pdf", "-o", "reports", "--prefix", "training-report-page-",
         "--scale", "1.25", "-f", "png", "--pages", pages, env={"PYPDFIUM_LOGLEVEL": "warning"})
+    for page in TRAINING_REPORT_PAGES.values():  # pypdfium2 pads page numbers to the page count's digits; the docs do not
+        for padded in (ROOT / "reports").glob(f"training-report-page-0*{page}.png"):
+            if padded.name != f"training-report-page-{page}.png":
+                padded.replace(ROOT / "reports" / f"training-report-page-{page}.png")
     return {"source_date_epoch": epoch}
 
 

@@ -205,3 +205,19 @@ def test_an_outdated_console_example_is_found_and_refreshed():
     assert gallery.console_differs(example, printed).startswith("line 5 shows")
     body = gallery.refreshed(example, printed)
     assert body == f"$ {example.command}\n" + "\n".join(example.shown.splitlines()[:3]) + "\nsomething new\n"
+
+
+def test_no_shipped_file_names_a_folder_of_the_machine_that_made_it():
+    """Shipped files are made from relative paths: a reader's machine has no /home/someone or scratch folder."""
+    from pypdf import PdfReader
+
+    machine = re.compile(r"(?<![\w.])/(?:home|root|tmp|work|Users|var/folders)/")
+    for path in gallery.expand([f"{gallery.REPORTS}/**/*"]):
+        if path.endswith(".pdf"):
+            text = "\n".join(page.extract_text() for page in PdfReader(ROOT / path).pages)
+        elif path.endswith((".md", ".csv", ".json", ".txt")):
+            text = (ROOT / path).read_text(encoding="utf-8")
+        else:
+            continue
+        found = machine.search(text)
+        assert found is None, f"{path} names {text[found.start():found.start() + 60]!r}"
