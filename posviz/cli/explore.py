@@ -33,8 +33,8 @@ def command(
     folder, P along its checkpoints; several models side by side with synced zoom.
     plotly.js is inlined once: the file opens with no network (docs/explore.md).
 
-    To pair it with a PDF report, give both the same models and keep the files side
-    by side: posviz report MODEL -o MODEL.pdf, posviz explore MODEL -o MODEL.html.
+    To pair it with a PDF report: posviz report MODEL --html -o MODEL.pdf writes
+    both (MODEL.html beside the PDF).
 
     Example: posviz explore sentence-transformers/all-MiniLM-L6-v2 -o explorer.html
     """

@@ -40,6 +40,7 @@ def command(
     hidden_corpus: Annotated[str | None, typer.Option("--hidden-corpus", help="Add the hidden-states section (posviz hidden): run each model over this corpus (text file, folder or the demo corpus); every layer.")] = None,
     hidden_seq_len: Annotated[int, typer.Option("--hidden-seq-len", min=2, help="Positions per block of the hidden-states section.")] = 128,
     hidden_max_blocks: Annotated[int, typer.Option("--hidden-max-blocks", min=1, help="Blocks of the hidden-states section.")] = 64,
+    html: Annotated[bool, typer.Option("--html", help="Also write the interactive explorer of the same models (posviz explore) beside the PDF, as REPORT.html; at most 4 models.")] = False,
 ) -> None:
     """Write a PDF report: title page, summary table, P heatmaps with profiles,
     ALBERT v1 → v2 figure, training runs, methods.
@@ -56,6 +57,13 @@ def command(
     if output is None:
         output = default_output("report", models, ".pdf")
     check_output_path(output, (".pdf",))
+    if html:
+        from posviz.explore.api import MAX_MODELS
+
+        if len(models) > MAX_MODELS:
+            raise OptionError(f"--html shows at most {MAX_MODELS} models side by side, got {len(models)}",
+                              "leave out --html, or run posviz explore on fewer models")
+        check_output_path(output.with_suffix(".html"), (".html",))
     import matplotlib
 
     if cmap not in matplotlib.colormaps:
@@ -71,5 +79,14 @@ def command(
                             attention_max_blocks=attention_max_blocks, hidden_corpus=hidden_corpus,
                             hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks)
     ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
+    explorer = None
+    if html:  # made before the PDF is written: an error leaves neither file
+        from posviz.explore.api import explore
+
+        explorer = explore(models, corpus=attention_corpus or hidden_corpus, positions=positions, table=table,
+                           null_draws=null_draws, seed=seed)
     render_report(ctx, output)
     typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)
+    if explorer is not None:
+        explorer.save(output.with_suffix(".html"))
+        typer.echo(f"wrote {output.with_suffix('.html')} (the explorer: open it in a browser, offline)", err=True)

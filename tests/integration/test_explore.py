@@ -197,3 +197,22 @@ def test_cli_import_loads_no_plotting_library():
     code = "import sys, posviz.cli.app; print(sorted(m for m in ('numpy', 'plotly', 'posviz.explore.page') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stderr
+
+
+def test_report_html_writes_the_explorer_beside_the_pdf(tmp_path, minilm_dir):
+    """``posviz report --html``: the PDF and, beside it, the explorer of the same models holding the same P."""
+    out = tmp_path / "r.pdf"
+    res = runner.invoke(app, ["report", "sinusoidal:64x16", "gaussian:64x16:0", "--no-albert", "--html", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    page = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert out.is_file() and outside_references(page) == []
+    assert [m["name"] for m in page_data(page)["models"]] == ["sinusoidal:64x16", "gaussian:64x16:0"]
+
+
+def test_report_html_with_too_many_models_writes_nothing(tmp_path):
+    out = tmp_path / "r.pdf"
+    res = runner.invoke(app, ["report", *[f"sinusoidal:{8 * i}x4" for i in range(1, 6)], "--html", "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == ["error: --html shows at most 4 models side by side, got 5 "
+                                               "(hint: leave out --html, or run posviz explore on fewer models)"]
+    assert list(tmp_path.iterdir()) == []
