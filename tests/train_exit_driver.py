@@ -6,10 +6,12 @@ run, not a moment in time), it does EVENT:
 
 * ``interrupt``: sends SIGINT to the launcher, as Ctrl-C in a terminal does (``torchrun`` forwards it to every
   process, then waits for them);
-* ``bug``: raises an exception that is not a user error.
+* ``bug``: raises an exception that is not a user error;
+* ``none``: nothing (the command's own exit paths, e.g. a user error, with every process's exit code recorded).
 
-Every process writes the exit code the command ended with into ``CODES/rank-N`` (the launcher does not report
-exit codes when it is interrupted itself).
+Every process writes the exit code the command ended with into ``CODES/rank-N``: the launcher does not report
+exit codes when it is interrupted itself, and older ones (torch 2.2) list only the first process to fail, not the
+others that it then stops.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def _plant(event: str) -> None:
 
 def main() -> None:
     event, codes = sys.argv[1], Path(sys.argv[2])
-    _plant(event)
+    if event != "none":
+        _plant(event)
     from posviz.train import processes
 
     end_now = processes._end_now
