@@ -173,8 +173,8 @@ def run(*cmd: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -
     subprocess.run([str(c) for c in cmd], cwd=cwd, check=True, env={**os.environ, **(env or {})})
 
 
-def python(*args: str | Path, threads: int = 1) -> None:
-    run(sys.executable, *args, env={"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"})
+def python(*args: str | Path, threads: int = 1, cwd: Path = ROOT) -> None:
+    run(sys.executable, *args, env={"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"}, cwd=cwd)
 
 
 def make_minilm_demo(out: Path, epoch: str) -> dict:
@@ -237,7 +237,8 @@ def make_nope_causal(work: Path) -> None:
 
 
 def make_none_bidirectional(work: Path) -> None:
-    python("scripts/none_bidirectional.py", "--out", work, "--results", "reports/hidden-known-facts")
+    # from inside the work folder: the records name each run by its folder, not by a path of this machine
+    python(ROOT / "scripts/none_bidirectional.py", "--out", ".", "--results", ROOT / "reports/hidden-known-facts", cwd=work)
 
 
 def compare(shipped: str, rerun: Path, *extra: str) -> list[str]:

@@ -55,7 +55,7 @@ def main() -> int:
         if not done:
             train(TrainOptions(scheme="none", corpus=[DEMO_CORPUS], out=out, size="tiny", steps=args.steps,
                                seq_len=args.seq_len, seed=seed), resume=(out / "run.json").is_file())
-        r = hidden(str(out), corpus=DEMO_CORPUS, seq_len=args.seq_len, max_blocks=256, seed=seed)
+        r = hidden(str(out), corpus=DEMO_CORPUS, seq_len=args.seq_len, max_blocks=256)  # as `posviz hidden RUN`: seed 0
         for rec in r.records():
             rows.append({"scheme": LABEL, "seed": seed, **rec})
         print(f"none seed {seed}: share by layer " + " ".join(f"{x['positional_share']:.4f}" for x in r.records()), file=sys.stderr)
