@@ -35,10 +35,10 @@ HEADER = (
     "steps",
     "held-out loss\nfirst → last",
     "accuracy (%)\nfirst → last",
-    "Toeplitzness E_P\noff-diag R², first → last",
+    "E_P off-diag R²\nfirst → last",
     "its null\n(last)",
     "E_P full R²\nfirst → last",
-    "mean head off-\ndiag R², first → last",
+    "head off-diag R²\nmean, first → last",
 )
 WIDTHS = (0.17, 0.08, 0.05, 0.11, 0.11, 0.14, 0.07, 0.12, 0.14)
 ALIGN = ("left", "left", "right", "right", "right", "right", "right", "right", "right")
