@@ -189,3 +189,21 @@ def test_comparison_zoom_is_synchronised(browser, tmp_path):
         visit.check_clean()
     finally:
         visit.close()
+
+
+def test_notebook_output_renders_inline_offline(browser, tmp_path):
+    """``_repr_html_`` as a notebook shows it: the output cell's HTML inside a page, the explorer in its sandboxed
+    ``<iframe srcdoc>``; it renders there with no request and no console error."""
+    explorer = posviz.explore("sinusoidal:64x16")
+    cell = tmp_path / "notebook.html"
+    cell.write_text(f"<!DOCTYPE html><html><body><div class='output'>{explorer._repr_html_()}</div>"
+                    "<script>document.body.dataset.ready = '1';</script></body></html>", encoding="utf-8")
+    visit = Visit(browser, cell)
+    try:
+        frame = visit.page.frame_locator("iframe").locator("body[data-ready='1']")
+        frame.wait_for(timeout=60_000)
+        assert visit.page.frame_locator("iframe").locator("#p-score").inner_text().startswith("off-diagonal R²")
+        not_blank(visit.page.screenshot())
+        visit.check_clean()
+    finally:
+        visit.close()
