@@ -28,13 +28,17 @@ CONVENTIONS = (
 
 
 def library_versions() -> dict[str, str]:
-    """Versions of posviz and of the libraries that made the page (``unknown`` where not installed)."""
+    """Versions of posviz and of numpy, which computed the page's numbers (``unknown`` where not installed).
+
+    The page draws with its own copy of plotly.js (the sidebar names that version); the plotly Python package
+    plays no part, so its version, or its absence, is not listed.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     from posviz import __version__
 
     out = {"posviz": __version__}
-    for name in ("numpy", "plotly"):
+    for name in ("numpy",):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
