@@ -469,6 +469,7 @@ class ConsoleExample:
     end: int
     command: str
     shown: str
+    first: str  # the command line as the docs show it (with its HF_HUB_OFFLINE=1, if any)
 
     @property
     def label(self) -> str:
@@ -487,7 +488,7 @@ def console_examples() -> list[ConsoleExample]:
             runnable = (first.startswith("$ ") and command.startswith("posviz ") and MINILM in command
                         and "\n$ " not in "\n" + shown and not any(x in command for x in ("runs/", "my-", "--corpus FILE")))
             if runnable:
-                found.append(ConsoleExample(path, m.start(1), m.end(1), command, shown))
+                found.append(ConsoleExample(path, m.start(1), m.end(1), command, shown, first))
     return found
 
 
@@ -545,12 +546,7 @@ def refreshed(example: ConsoleExample, printed: str) -> str:
     lines = [line.rstrip() for line in printed.rstrip("\n").splitlines()]
     if shown and shown[-1].strip() in _ELISION:
         lines = lines[: len(shown) - 1] + [shown[-1]]
-    return f"$ {_prefix(example)}{example.command}\n" + "\n".join(lines) + "\n"
-
-
-def _prefix(example: ConsoleExample) -> str:
-    text = (ROOT / example.path).read_text(encoding="utf-8")[example.start:example.end]
-    return "HF_HUB_OFFLINE=1 " if text.startswith("$ HF_HUB_OFFLINE=1 ") else ""
+    return f"{example.first}\n" + "\n".join(lines) + "\n"
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
