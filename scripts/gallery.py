@@ -101,11 +101,9 @@ class Recipe:
 
 def sha256(path: Path) -> str:
     """SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from posviz.util.provenance import file_sha256
+
+    return file_sha256(path)
 
 
 def expand(patterns: Sequence[str]) -> list[str]:
@@ -372,15 +370,9 @@ def posviz_version() -> str:
 
 def renderer() -> dict[str, str]:
     """The releases that draw the pictures: PNG pixels can be compared only between the same ones."""
-    from importlib.metadata import PackageNotFoundError, version
+    from posviz.util.provenance import installed_versions
 
-    found = {}
-    for name in ("matplotlib", "pypdfium2"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    return installed_versions(["matplotlib", "pypdfium2"], missing="not installed")
 
 
 def entry_now(recipe: Recipe, **extra: object) -> dict:

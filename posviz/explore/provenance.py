@@ -33,17 +33,10 @@ def library_versions() -> dict[str, str]:
     The page draws with its own copy of plotly.js (the sidebar names that version); the plotly Python package
     plays no part, so its version, or its absence, is not listed.
     """
-    from importlib.metadata import PackageNotFoundError, version
-
     from posviz import __version__
+    from posviz.util.provenance import installed_versions
 
-    out = {"posviz": __version__}
-    for name in ("numpy",):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "unknown"
-    return out
+    return {"posviz": __version__, **installed_versions(["numpy"])}
 
 
 def sidebar(plotly_js_version: str) -> dict[str, Any]:

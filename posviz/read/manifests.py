@@ -11,21 +11,14 @@ newest complete checkpoint (:mod:`posviz.train.resume`), and a run folder given 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
+from posviz.util.provenance import file_sha256
+
 MANIFEST = "posviz-manifest.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_manifest(checkpoint: str | Path) -> Path:
@@ -34,7 +27,7 @@ def write_manifest(checkpoint: str | Path) -> Path:
 
     folder = Path(checkpoint)
     files = {
-        str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
     }
@@ -58,7 +51,7 @@ def checkpoint_problem(checkpoint: str | Path) -> str | None:
             return f"{name} is missing"
         if path.stat().st_size != entry["bytes"]:
             return f"{name} has {path.stat().st_size} bytes instead of {entry['bytes']}"
-        if _sha256(path) != entry["sha256"]:
+        if file_sha256(path) != entry["sha256"]:
             return f"{name} does not match its checksum"
     return None
 
