@@ -54,6 +54,7 @@ def command(
     seed: Annotated[int, typer.Option("--seed", help="Seed for --null-draws.")] = 0,
     exclude_diagonal: Annotated[bool, typer.Option("--exclude-diagonal/--full", help=HELP_VARIANT)] = True,
     probe: Annotated[str | None, typer.Option("--probe", help="RoPE models: content probe of each head's profile f_h(k): mean (default: mean token embedding after the layer's input norm), token:ID|TEXT, corpus:FILE, or none/content-free (the weight-free kernel).", show_default=False)] = None,
+    context: Annotated[int | None, typer.Option("--context", min=1, help="RoPE models: the trained context length T in tokens; beyond_context_share is each head's band-energy share in bands whose wavelength 2π/θ_b exceeds T. Default: original_max_position_embeddings, else max_position_embeddings.", show_default=False)] = None,
     profiles: Annotated[bool, typer.Option("--profiles", help="Include each head's offset profile f̂(k) in JSON/CSV output.")] = False,
     cmap: Annotated[str, typer.Option("--cmap", help="Matplotlib colormap of the head maps.")] = "viridis",
     robust: Annotated[bool, typer.Option("--robust/--full-range", help="Clip the colour scale to the 1st-99th percentile.")] = True,
@@ -68,8 +69,9 @@ def command(
     only that layer's tensors. Relative schemes: T5 bucket bias, ALiBi, the RoPE
     kernel Σ cos(kθ_i), DeBERTa's relative-embedding Gram matrix. RoPE models,
     from one layer's W_Q/W_K: band energy per head over the rotary frequencies
-    (band 0 the highest), dominant band, high-frequency share, and the profile
-    f_h(k) of a content probe (--probe). Every output states the conventions used.
+    (band 0 the highest), dominant band, high-frequency share, the share beyond
+    the trained context (--context), and the profile f_h(k) of a content probe
+    (--probe). Every output states the conventions used.
 
     Example: posviz heads albert-base-v2 --layer 0 -o albert-heads.png
     """
@@ -83,7 +85,7 @@ def command(
 
         if cmap not in matplotlib.colormaps:
             raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. viridis, hot, RdBu_r")
-    heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table, probe=probe)
+    heads = open_heads(model, ln=ln.value, bias=bias, positions=positions, table=table, probe=probe, context=context)
     scanned = LayerTable(heads.metadata())
     chosen = parse_layers(layer, layers, heads.num_layers, scanned.metadata["model"])
     keep = chosen if figures and len(chosen) == 1 else ()

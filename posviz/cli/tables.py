@@ -155,13 +155,14 @@ def rope_heads_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
     t = Table(show_edge=False, header_style="bold")
     layers = sorted({r["layer"] for r in rows})
     cols = (["layer"] if len(layers) > 1 else []) + ["head", "dominant band", "wavelength", "high-freq share",
-                                                      "peak k", "locality", "w(k = −1)", "f(−1)"]
+                                                      "beyond-T share", "peak k", "locality", "w(k = −1)", "f(−1)"]
     for col in cols:
         t.add_column(col, justify="right")
     for r in rows:
+        beyond = r.get("beyond_context_share")
         t.add_row(*([str(r["layer"])] if len(layers) > 1 else []), str(r["head"]), str(r["dominant_band"]),
-                  f"{r['dominant_wavelength']:.4g}", f"{r['high_share']:.3f}", str(r["peak_offset"]), str(r["locality"]),
-                  f"{r['weight_prev']:.3g}", f"{r['logit_prev']:.4g}")
+                  f"{r['dominant_wavelength']:.4g}", f"{r['high_share']:.3f}", "—" if beyond is None else f"{beyond:.3f}",
+                  str(r["peak_offset"]), str(r["locality"]), f"{r['weight_prev']:.3g}", f"{r['logit_prev']:.4g}")
     r0 = rows[0]
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(t)
@@ -169,12 +170,28 @@ def rope_heads_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
         f"{r0['model']}: {r0['scheme']}; {len(r0['band_energy'])} bands; {r0['positions']} positions.",
         "Band energy E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b|| (norm gains folded in); dominant band = argmax_b E; "
         "high-freq share = share of E in bands b < (B − 1)/2 (band 0: θ = highest).",
+        f"Beyond-T share = share of E in the bands whose wavelength 2π/θ_b (θ_b as applied, scaling included) exceeds "
+        f"the trained context T: they never turn fully within it. {_context_footnote(rows)}.",
         f"Probe {r0['probe']}: f_h(k) = position-only logit of the probe's q and k, k = j − i ≤ 0; peak k = argmax; "
         "locality = width around the peak where f − mean(f) ≥ half its peak value; w(k = −1) = softmax weight of the "
         "previous token for the last query.",
         f"Conventions: {conventions}.",
     ]), soft_wrap=False, markup=False)
     return _export(console)
+
+
+def _context_footnote(rows: list[dict[str, Any]]) -> str:
+    """The context line of each distinct layer setting (Gemma 3's sliding-window layers have their own base)."""
+    from posviz.extract.rope import context_text
+
+    texts: dict[str, list[int]] = {}
+    for r in rows:
+        layers = texts.setdefault(context_text(r), [])
+        if r["layer"] not in layers:
+            layers.append(r["layer"])
+    if len(texts) == 1:
+        return next(iter(texts))
+    return "; ".join(f"layer{'s' if len(ls) > 1 else ''} {', '.join(map(str, ls))}: {t}" for t, ls in texts.items())
 
 
 def attention_table(rows: list[dict[str, Any]], *, conventions: str) -> str:

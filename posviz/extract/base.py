@@ -107,6 +107,9 @@ class HeadsOptions:
     probe
         RoPE models: the content probe of the per-head profiles (``mean``, ``token:ID|TEXT``,
         ``corpus:FILE``, ``none``/``content-free``; see :mod:`posviz.extract.rope_probe`).
+    context
+        RoPE models: the trained context length ``T`` that decides which bands go beyond it
+        (``None``: from the config, :func:`posviz.schemes.rope.trained_context`).
     """
 
     ln: str = "ln"
@@ -114,6 +117,7 @@ class HeadsOptions:
     positions: slice | str | None = None
     table: str | None = None
     probe: str | None = None
+    context: int | None = None
 
 
 def check_ln(ln: str) -> str:

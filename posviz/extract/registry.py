@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
-from posviz.errors import UnsupportedModelError
+from posviz.errors import OptionError, UnsupportedModelError
 from posviz.extract import absolute, alibi, deberta, posviz_trained, rope, t5
 from posviz.extract.base import HeadsOptions, HeadsSource, SchemeModule, check_ln, refuse_synthetic
 from posviz.read.families import Family
@@ -83,6 +84,7 @@ def open_heads(
     positions: slice | str | None = None,
     table: str | None = None,
     probe: str | None = None,
+    context: int | None = None,
 ) -> HeadsSource:
     """Per-head positional matrices of any supported model, layer by layer.
 
@@ -108,6 +110,11 @@ def open_heads(
     probe
         RoPE models: content probe of the per-head profiles (default ``mean``; ``none`` for the
         weight-free kernel); other schemes refuse it.
+    context
+        RoPE models: the trained context length ``T`` (a positive integer) against which each
+        band's wavelength is compared (``beyond_context_share``); default from the config
+        (``original_max_position_embeddings``, else ``max_position_embeddings``). Other
+        schemes refuse it.
 
     Raises
     ------
@@ -118,17 +125,19 @@ def open_heads(
     from posviz.read.sources import resolve_source
 
     check_ln(ln)
+    if context is not None and (isinstance(context, bool) or not isinstance(context, Integral) or context < 1):
+        raise OptionError(f"--context {context!r} is not a positive integer", "give the trained length in tokens, e.g. --context 4096")
     refuse_synthetic(model)
     source = resolve_source(model)
     if not source.config:
         raise UnsupportedModelError(f"{source.label}: no config.json beside the weights", "per-head maps need the model's config.json")
     family = family_for_config(source.config)
-    options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table, probe=probe)
+    options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table, probe=probe,
+                           context=None if context is None else int(context))
     scheme = scheme_for(family, source.config)
-    if probe is not None and scheme.name != "rope":
-        from posviz.errors import OptionError
-
-        raise OptionError(f"--probe applies to RoPE models only, not to {source.config.get('model_type')}")
+    for name, value in (("--probe", probe), ("--context", context)):
+        if value is not None and scheme.name != "rope":
+            raise OptionError(f"{name} applies to RoPE models only, not to {source.config.get('model_type')}")
     return scheme.open(source, family, options)
 
 

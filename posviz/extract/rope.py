@@ -5,7 +5,9 @@ and, for the probe, the token embeddings; :mod:`posviz.extract.rope_weights`) an
 give, per head,
 
 * the band energy ``E[h, b]`` over the RoPE frequency bands (band 0: highest
-  frequency) with its summaries (:mod:`posviz.schemes.rope_bands`);
+  frequency) with its summaries (:mod:`posviz.schemes.rope_bands`), among them the
+  share beyond the trained context ``T`` (bands whose wavelength exceeds ``T`` never
+  turn fully within it, Liu et al., ICLR 2024; ``T`` from ``--context`` or the config);
 * the content-probe profile ``f_h(k)``: the position-only logits of probe queries
   and keys ``k`` positions apart, an ``offsets`` stack that differs per head, with
   its peak offset, locality and previous-token weight.
@@ -57,6 +59,37 @@ def _spec_conventions(spec: rope.RopeSpec) -> dict[str, Any]:
     return conv
 
 
+def _context(config: Mapping[str, Any], given: int | None) -> tuple[int | None, str]:
+    """The context ``T`` the bands are compared with, and where it came from (``--context`` or a config key)."""
+    if given is not None:
+        return given, "--context"
+    value, key = rope.trained_context(config)
+    if value is None:
+        return None, "unknown: config.json has no max_position_embeddings; give --context N"
+    return value, key or ""
+
+
+def _context_conventions(spec: rope.RopeSpec, context: int | None, source: str) -> tuple[dict[str, Any], np.ndarray | None]:
+    """The context fields of a layer's conventions and the bands beyond ``context`` (``None``: unknown).
+
+    The wavelengths are those of ``spec.inv_freq``, the frequencies the model applies
+    (scaling included), as ``band_wavelength`` gives them; ``critical_dimension`` is
+    Liu et al.'s closed form from the rotary width and the unscaled base.
+    """
+    if context is None:
+        return {"context": None, "context_source": source, "bands_beyond_context": None,
+                "context_boundary_band": None, "critical_dimension": None}, None
+    with np.errstate(divide="ignore"):
+        beyond = rope_bands.beyond_context(2 * np.pi / spec.inv_freq, context)
+    return {
+        "context": context,
+        "context_source": source,
+        "bands_beyond_context": int(beyond.sum()),
+        "context_boundary_band": rope_bands.context_boundary(beyond),
+        "critical_dimension": rope.critical_dimension(spec.rotary_dim, spec.theta, context),
+    }, beyond
+
+
 def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedHeads:
     """Band usage and probe profiles per head, or the content-free kernel for ``--probe none``."""
     config = source.config
@@ -66,17 +99,20 @@ def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedH
     layers, heads = layer_head_counts(config)
     spec = rope.rope_spec(config)
     probe = parse_probe(options.probe)
+    context = _context(config, options.context)
     if probe.kind == "none":
-        return _content_free(source, spec, layers, heads, n, start)
+        return _content_free(source, spec, layers, heads, n, start, context)
     layout = rope_layout(config)
-    plan = _WeightPlan(source, layout, spec, probe, heads, n)
+    plan = _WeightPlan(source, layout, spec, probe, heads, n, context)
     return CachedHeads(f"RoPE per-head bands and probe profiles ({probe.label})", source.label, source.describe(), config,
                        layers, heads, n, start, {"family": "rotary"}, plan)
 
 
-def _content_free(source: Source, spec: rope.RopeSpec, layers: int, heads: int, n: int, start: int) -> CachedHeads:
+def _content_free(source: Source, spec: rope.RopeSpec, layers: int, heads: int, n: int, start: int,
+                  context: tuple[int | None, str]) -> CachedHeads:
     conv = {
         **_spec_conventions(spec),
+        **_context_conventions(spec, *context)[0],  # no band energy here: the bands beyond T, not their share
         "probe": "content-free",
         "kernel": "sum_i cos(k theta_i) over the rotated pairs (content-free: identical unit-pair q and k); same for every head and layer",
         "shared_across_layers": True,
@@ -95,10 +131,12 @@ def _content_free(source: Source, spec: rope.RopeSpec, layers: int, heads: int, 
 class _WeightPlan:
     """The :data:`~posviz.extract.cached.LayerPlan` of weight-based RoPE heads: one layer's weights read on demand."""
 
-    def __init__(self, source: Source, layout: RopeLayout, spec: rope.RopeSpec, probe: Probe, heads: int, n: int) -> None:
+    def __init__(self, source: Source, layout: RopeLayout, spec: rope.RopeSpec, probe: Probe, heads: int, n: int,
+                 context: tuple[int | None, str]) -> None:
         from posviz.read.checkpoints import Checkpoint
 
         self.ckpt, self.layout, self.spec, self.probe, self.heads, self.n = Checkpoint(source), layout, spec, probe, heads, n
+        self.context = context
         config = source.config
         if layout.scale_key and config.get(layout.scale_key):
             self.scale, self.scale_rule = float(config[layout.scale_key]) ** -0.5, f"{layout.scale_key}^-1/2"
@@ -129,8 +167,12 @@ class _WeightPlan:
         prof = rope_bands.summarize_profiles(f)
         with np.errstate(divide="ignore"):
             wavelength = 2 * np.pi / spec.inv_freq
+        # per layer: Gemma 3's sliding-window layers have their own base, hence their own boundary
+        context_conv, beyond = _context_conventions(spec, *self.context)
+        beyond_share = [None] * len(energy) if beyond is None else rope_bands.beyond_context_share(energy, beyond).tolist()
         conv = {
             **_spec_conventions(spec),
+            **context_conv,
             "pairing": pairing,
             "kv_heads": int(weights.wk.shape[0]),
             "probe": self.probe.label,
@@ -147,6 +189,7 @@ class _WeightPlan:
                 "dominant_wavelength": [float(wavelength[b]) for b in bands.dominant],
                 "high_share": bands.high_share.tolist(),
                 "low_share": (1 - bands.high_share).tolist(),
+                "beyond_context_share": beyond_share,
                 "peak_offset": prof.peak_offset.tolist(),
                 "locality": prof.locality.tolist(),
                 "weight_prev": prof.weight_prev.tolist(),
@@ -154,6 +197,18 @@ class _WeightPlan:
             },
         }
         return ("rope", layer), (lambda: PositionalScores.from_offsets(f)), conv
+
+
+def context_text(c: Mapping[str, Any]) -> str:
+    """The context ``T``, the bands beyond it, the boundary band and ``d_extra`` of one layer's conventions, in words."""
+    if c.get("context") is None:
+        return f"trained context T {c.get('context_source') or 'unknown'}"
+    bands = len(c.get("band_wavelength") or []) or int(c["rotary_dim"]) // 2
+    n, first = c["bands_beyond_context"], c["context_boundary_band"]
+    where = f"{n} of {bands} bands beyond it (wavelength 2π/θ_b > T), the first of them (boundary) band {first}" \
+        if first is not None else f"none of the {bands} bands beyond it (every wavelength 2π/θ_b ≤ T)"
+    return (f"T = {c['context']} ({c['context_source']}): {where}; Liu et al.'s critical dimension "
+            f"d_extra = 2⌈(d/2)·log_base(T/2π)⌉ = {c['critical_dimension']} for d = {c['rotary_dim']}, base {c['rope_theta']:g}")
 
 
 def describe(c: Mapping[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 One figure per layer: the share of each head's band energy per RoPE band (band 0,
 the highest frequency, on the left; the top axis gives each band's wavelength
-2π/θ_b in tokens; a dot marks each head's dominant band), each head's probe
+2π/θ_b in tokens; a dot marks each head's dominant band; a dashed line the first
+band whose wavelength exceeds the trained context T), each head's probe
 profile f_h(k) over the keys a causal query sees, and each head's energy share
 in the high-frequency half. Definitions: docs/definitions.md.
 """
@@ -48,6 +49,33 @@ def draw_band_heatmap(ax, share: np.ndarray, wavelength: Sequence[float], *, cma
     return image
 
 
+def draw_context_boundary(ax, boundary: Sequence[int | None], context: Sequence[int | None], *, bands: int) -> None:
+    """Mark on a head x band heatmap where the bands beyond the trained context begin, row by row.
+
+    A dashed line left of band ``boundary[i]`` (the first band whose wavelength 2π/θ_b
+    exceeds ``context[i]``) over each run of rows that share it, labelled with ``T``;
+    nothing for rows with no band beyond (``None``). Stacked layers may differ
+    (Gemma 3's sliding-window layers have their own base). ``bands``: columns of the heatmap.
+    """
+    runs: list[tuple[int, int, int, int | None]] = []  # (first row, last row, band, T)
+    for i, (b, t) in enumerate(zip(boundary, context, strict=True)):
+        if b is None:
+            continue
+        if runs and runs[-1][1] == i - 1 and runs[-1][2:] == (b, t):
+            runs[-1] = (runs[-1][0], i, b, t)
+        else:
+            runs.append((i, i, b, t))
+    labelled = set()
+    for first, last, b, t in runs:
+        ax.vlines(b - 0.5, first - 0.5, last + 0.5, colors="r", linestyles="--", linewidth=1.0, zorder=4)
+        if (b, t) not in labelled:  # one label per distinct boundary, on the side with room; the arrow points beyond
+            labelled.add((b, t))
+            right = b <= bands / 2
+            ax.text(b - 0.4 if right else b - 0.6, first - 0.4, f"2π/θ_b > T = {t} →", color="r", fontsize=6,
+                    ha="left" if right else "right", va="top", zorder=5,
+                    bbox=dict(boxstyle="round,pad=0.15", fc="w", ec="none", alpha=0.8))
+
+
 def draw_high_share(ax, high_share: np.ndarray) -> None:
     """Each head's share of band energy in the high-frequency half, as bars."""
     x = np.arange(len(high_share))
@@ -67,7 +95,8 @@ def plot_rope_bands(rows: list[dict[str, Any]], profiles: np.ndarray | None, *, 
     Parameters
     ----------
     rows
-        One row per head with ``band_energy``, ``band_wavelength``, ``high_share`` and ``probe``.
+        One row per head with ``band_energy``, ``band_wavelength``, ``high_share`` and ``probe``, and
+        optionally ``context_boundary_band`` and ``context`` (the boundary line).
     profiles
         ``(heads, 2n - 1)`` probe profiles ``f_h(k)`` (the stack's offsets), or ``None`` to leave them out.
     title, conventions
@@ -92,6 +121,8 @@ def plot_rope_bands(rows: list[dict[str, Any]], profiles: np.ndarray | None, *, 
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.0 + 0.16 * len(rows) + 1.0, 2.8])
     ax = top.subplots()
     image = draw_band_heatmap(ax, share, rows[0]["band_wavelength"], cmap=cmap, row_labels=row_labels)
+    draw_context_boundary(ax, [r.get("context_boundary_band") for r in rows], [r.get("context") for r in rows],
+                          bands=share.shape[1])
     cb = top.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
     cb.ax.tick_params(labelsize=6)
     cb.set_label("share of the head's band energy", fontsize=6)

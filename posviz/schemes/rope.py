@@ -239,3 +239,38 @@ def kernel_offsets(inv_freq: np.ndarray, n: int, attention_factor: float = 1.0) 
     k = offset_axis(n).astype(np.float64)
     return attention_factor**2 * np.cos(np.outer(k, np.asarray(inv_freq, dtype=np.float64))).sum(axis=1)
 
+
+
+#: Where :func:`trained_context` looks, in order: a scaled model's original length first.
+CONTEXT_KEYS: tuple[str, ...] = ("original_max_position_embeddings", "max_position_embeddings", "n_positions")
+
+
+def trained_context(config: Mapping[str, Any], layer: int = 0) -> tuple[int | None, str | None]:
+    """The trained context length ``T`` of a RoPE model and the config key it came from.
+
+    ``original_max_position_embeddings`` (top level, then ``rope_parameters`` /
+    ``rope_scaling``, as :func:`rope_spec` reads it for YaRN, LongRoPE and llama3)
+    wins where present: a scaled model's own maximum is the length it was stretched
+    to, not the one it was trained at. Then ``max_position_embeddings`` (GPT-J:
+    ``n_positions``). ``(None, None)`` when the config has none of them.
+    """
+    config = layer_config(config, layer)
+    params = rope_parameters(config)
+    for key in CONTEXT_KEYS:
+        value = config.get(key) if config.get(key) is not None else params.get(key)
+        if value is not None and int(value) > 0:
+            return int(value), key
+    return None, None
+
+
+def critical_dimension(rotary_dim: int, base: float, context: int) -> int:
+    """Liu et al.'s critical dimension ``d_extra = 2 ceil((d/2) log_base(T / 2 pi))``, clipped to ``[0, d]``.
+
+    The rotated dimensions whose period ``2 pi base^(2n/d)`` is at most ``T`` turn
+    through a full rotation within the trained context; the others do not ("Scaling
+    Laws of RoPE-based Extrapolation", ICLR 2024: LLaMA-2's ``d = 128``, ``T = 4096``,
+    base 10000 give 92). ``d`` is the rotary width and ``base`` the unscaled
+    ``rope_theta``, as in the paper.
+    """
+    x = rotary_dim / 2 * math.log(context / (2 * math.pi)) / math.log(base)
+    return int(min(rotary_dim, max(0, 2 * math.ceil(x))))

@@ -127,6 +127,30 @@ def summarize_bands(energy: np.ndarray) -> BandSummary:
     return BandSummary(share, np.argmax(energy, axis=1), share @ high_frequency_weights(energy.shape[1]))
 
 
+def beyond_context(wavelength: np.ndarray, context: float) -> np.ndarray:
+    """Bands whose wavelength ``2 pi / theta_b`` exceeds the context ``T``: ``(bands,)`` booleans.
+
+    These bands never turn through a full rotation within ``T`` positions (Liu et
+    al., ICLR 2024); a zero frequency (infinite wavelength) counts as beyond.
+    """
+    return np.asarray(wavelength, dtype=np.float64) > context
+
+
+def context_boundary(beyond: np.ndarray) -> int | None:
+    """The first band beyond the context (``None`` when every band turns fully within it)."""
+    hits = np.flatnonzero(beyond)
+    return int(hits[0]) if hits.size else None
+
+
+def beyond_context_share(energy: np.ndarray, beyond: np.ndarray) -> np.ndarray:
+    """Each head's share of band energy in the bands beyond the context, ``(heads,)``.
+
+    The same shares as :attr:`BandSummary.share`, summed over the bands ``beyond``
+    marks (:func:`beyond_context`); 0 for a head without band energy.
+    """
+    return summarize_bands(energy).share @ np.asarray(beyond, dtype=np.float64)
+
+
 def probe_profile(
     q: np.ndarray,
     k: np.ndarray,

@@ -197,6 +197,8 @@ CASES: list[tuple[str, Callable | None, list[str], str]] = [
     ("json to a .png", None, ["toeplitzness", "sinusoidal:64x8", "-f", "json", "-o", "out.png"], "unknown output extension"),
     ("bad --normalize", None, ["toeplitzness", "sinusoidal:64x8", "--normalize", "zscore"], "Invalid value"),
     ("negative --null-draws", None, ["toeplitzness", "sinusoidal:64x8", "--null-draws", "-1"], "Invalid value"),
+    ("--context 0", None, ["heads", "sinusoidal:64x8", "--context", "0"], "Invalid value"),
+    ("--context on a model without RoPE", lambda bert, tmp: bert, ["heads", M, "--context", "512"], "--context applies to RoPE models only"),
     ("unknown colormap", None, ["heatmap", "sinusoidal:64x8", "--cmap", "rainbowz", "-o", "out.png"], "unknown colormap"),
     ("hub id offline, not cached", None, ["toeplitzness", "org/not-cached"], "HF_HUB_OFFLINE is set"),
 ]

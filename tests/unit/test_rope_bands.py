@@ -297,3 +297,46 @@ def test_row_norm_shortcut_equals_the_effective_weights(model_type, tmp_path):
     w = read_layer(Checkpoint(source), layout, source.config, 1, 4, spec.head_dim)
     np.testing.assert_allclose(rope_bands.band_energy_from_rows(*w.effective_row_norms(), spec.rotary_dim, "half"),
                                rope_bands.band_energy(*w.effective(), spec.rotary_dim, "half"), rtol=1e-12)
+
+
+# ---- beyond the trained context (Liu et al., ICLR 2024) ---------------------------------------------------
+
+
+def test_critical_dimension_of_llama2_is_92():
+    """Liu et al.'s worked example: LLaMA-2, d = 128, T = 4096, base 10000 gives d_extra = 92."""
+    assert rope.critical_dimension(128, 10000.0, 4096) == 92
+    assert rope.critical_dimension(8, 10000.0, 5) == 0  # T < 2π: no dimension turns fully (clipped at 0)
+    assert rope.critical_dimension(8, 10.0, 10**9) == 8  # every dimension turns: clipped at d
+
+
+@pytest.mark.parametrize("rotary_dim,base,context", [(128, 10000.0, 4096), (128, 500000.0, 8192), (64, 10000.0, 2048),
+                                                    (32, 1000.0, 100), (8, 10000.0, 64), (96, 1e6, 32768)])
+def test_unscaled_boundary_band_is_half_the_critical_dimension(rotary_dim, base, context):
+    """Counted band by band from the wavelengths 2π·base^(2b/d), the bands that turn fully within T are d_extra / 2."""
+    wavelength = [2 * np.pi * base ** (2 * b / rotary_dim) for b in range(rotary_dim // 2)]  # independent of posviz
+    inside = sum(w <= context for w in wavelength)
+    beyond = rope_bands.beyond_context(2 * np.pi / rope.base_frequencies(base, rotary_dim), context)
+    assert rope_bands.context_boundary(beyond) == inside == int(beyond.size - beyond.sum())
+    assert rope.critical_dimension(rotary_dim, base, context) == 2 * inside
+
+
+def test_beyond_context_share_of_known_energies():
+    energy = np.array([[1.0, 1.0, 1.0, 1.0], [3.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    beyond = np.array([False, False, True, True])
+    np.testing.assert_allclose(rope_bands.beyond_context_share(energy, beyond), [0.5, 0.25, 0.0])
+    assert rope_bands.context_boundary(np.zeros(4, bool)) is None
+    assert rope_bands.beyond_context([6.3, np.inf], 64).tolist() == [False, True]  # a zero frequency never turns
+
+
+@pytest.mark.parametrize("config,expected", [
+    ({"max_position_embeddings": 4096}, (4096, "max_position_embeddings")),
+    ({"n_positions": 2048}, (2048, "n_positions")),  # GPT-J
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                         "original_max_position_embeddings": 8192}},
+     (8192, "original_max_position_embeddings")),
+    ({"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+      "rope_scaling": {"type": "longrope"}}, (4096, "original_max_position_embeddings")),  # Phi-3: top level
+    ({"hidden_size": 32}, (None, None)),
+])
+def test_trained_context_from_the_config(config, expected):
+    assert rope.trained_context(config) == expected

@@ -109,11 +109,20 @@ def _bands_page(item: ReportItem, label: str, meta: dict, scored):
         f"band energy of {len(rows)} heads over {len(rows[0]['band_energy'])} rotary bands; probe {rows[0]['probe']}",
         f"{item.label}: layer {scored.layer}, bands",
         f"{item.label}: layer {scored.layer}. E[h, b] = ||W_Q,h,b|| · ||W_K,g(h),b||, shown as each head's share; "
-        f"dot: dominant band. Profiles f_h(k) of the probe {rows[0]['probe']} ({rows[0]['probe_input']}). "
-        f"Conventions: {scored.convention_line}",
+        f"dot: dominant band. {_context_sentence(rows)} Profiles f_h(k) of the probe {rows[0]['probe']} "
+        f"({rows[0]['probe_input']}). Conventions: {scored.convention_line}",
     )
     plot_rope_bands(rows, scored.stack.offsets, title="", conventions="", fig=page)
     return page
+
+
+def _context_sentence(rows: list[dict]) -> str:
+    """The trained context, the bands beyond it (the dashed line) and the heads' energy share there."""
+    from posviz.extract.rope import context_text
+
+    shares = [r["beyond_context_share"] for r in rows if r.get("beyond_context_share") is not None]
+    spread = f"; share of each head's band energy beyond T: {min(shares):.3f}–{max(shares):.3f}" if shares else ""
+    return f"Dashed line: the first band beyond the trained context, {context_text(rows[0])}{spread}."
 
 
 def _matrix_page(item: ReportItem, label: str, table, num_heads: int):
