@@ -138,9 +138,12 @@ def _traced(source, ckpt, trace: Trace) -> tuple[str, dict[str, np.ndarray], lis
 
     family = family_for_config(source.config) if source.config else None
     rotary = family is not None and family.scheme == "rotary"
-    if trace.kind == "positions" or (trace.kind == "auto" and family is not None and family.tables):
+    # a table computed from the config (posviz sinusoidal) is the same in every checkpoint: it says nothing of them
+    learned = family is not None and bool(family.tables) and not family.tables[0].fixed
+    if trace.kind == "positions" or (trace.kind == "auto" and learned):
         pe = load_position_embeddings(source, table=trace.table, positions=trace.positions, checkpoint=ckpt)
-        return "E_P", {"E_P": pe.matrix}, ckpt.files_for([pe.tensor])
+        files = ckpt.files_for([pe.tensor]) if not pe.fixed else [f for f in source.files[:1] if not f.endswith(".index.json")]
+        return "E_P", {"E_P": pe.matrix}, files
     if trace.kind == "rope" or (trace.kind == "auto" and rotary):
         names = _rope_tensors(ckpt, trace.layer)
         tensors = {role: ckpt.read(n) for role, n in names.items()}
@@ -219,6 +222,8 @@ class Collector:
         from posviz.errors import PosvizError
         from posviz.read.fingerprints import files_holding
 
+        if getattr(embeddings, "fixed", None):
+            return  # computed, not read: the checkpoint is fingerprinted by its weights later
         try:
             files = files_holding(source, [embeddings.tensor])
             fp = _fingerprint_of(point, source, "E_P", {"E_P": embeddings.matrix}, files, None, self.keep)

@@ -125,7 +125,7 @@ def open_heads(
     family = family_for_config(source.config)
     options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table, probe=probe)
     scheme = scheme_for(family, source.config)
-    if probe is not None and scheme.name != "rope":
+    if probe is not None and scheme.name != "rope" and not (scheme.name == "posviz-trained" and family.scheme == "rotary"):
         from posviz.errors import OptionError
 
         raise OptionError(f"--probe applies to RoPE models only, not to {source.config.get('model_type')}")
