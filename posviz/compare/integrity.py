@@ -138,12 +138,11 @@ def _traced(source, ckpt, trace: Trace) -> tuple[str, dict[str, np.ndarray], lis
 
     family = family_for_config(source.config) if source.config else None
     rotary = family is not None and family.scheme == "rotary"
-    # a table computed from the config (posviz sinusoidal) is the same in every checkpoint: it says nothing of them
-    learned = family is not None and bool(family.tables) and not family.tables[0].fixed
-    if trace.kind == "positions" or (trace.kind == "auto" and learned):
+    # a table computed from the config (posviz sinusoidal) is the same in every checkpoint: the weights are traced instead
+    fixed = family is not None and bool(family.tables) and bool(family.tables[0].fixed)
+    if (trace.kind == "positions" and not fixed) or (trace.kind == "auto" and family is not None and family.tables and not fixed):
         pe = load_position_embeddings(source, table=trace.table, positions=trace.positions, checkpoint=ckpt)
-        files = ckpt.files_for([pe.tensor]) if not pe.fixed else [f for f in source.files[:1] if not f.endswith(".index.json")]
-        return "E_P", {"E_P": pe.matrix}, files
+        return "E_P", {"E_P": pe.matrix}, ckpt.files_for([pe.tensor])
     if trace.kind == "rope" or (trace.kind == "auto" and rotary):
         names = _rope_tensors(ckpt, trace.layer)
         tensors = {role: ckpt.read(n) for role, n in names.items()}

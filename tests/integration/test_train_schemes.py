@@ -156,3 +156,15 @@ def test_bad_rope_and_objective_options_give_one_line(args, fragment, train_corp
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_trajectories_of_rope_and_sinusoidal_runs(rope_causal, sinusoidal_run):
+    res = invoke("trajectory", str(rope_causal), "--format", "json")  # a RoPE run's default measure: its bands
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert {r["step"] for r in rows} == {2, 4} and all(len(r["band_energy"]) == 8 for r in rows)
+    res = invoke("trajectory", str(sinusoidal_run), "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    # the fixed table is the same at every step; the checkpoints are not duplicates for that (their weights differ)
+    assert len({r["toeplitzness"] for r in rows}) == 1 and not any(r.get("duplicate_of") for r in rows)
