@@ -6,6 +6,7 @@ GPT-NeoX and Phi apply it). Sinusoidal: the formula of Vaswani et al. written ou
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -35,11 +36,12 @@ def hf_rotary(head_dim: int, n: int, base: float, fraction: float) -> tuple[torc
         cfg = AutoConfig.for_model("gpt_neox", **common, rotary_pct=fraction, rotary_emb_base=base)
     rotary = next(m for m in AutoModel.from_config(cfg).modules() if hasattr(m, "inv_freq"))
     assert rotary.inv_freq.shape == (int(head_dim * fraction) // 2,)
+    x = torch.zeros(1, n, head_dim)
     with torch.no_grad():
-        try:
-            cos, sin = rotary(torch.zeros(1, n, head_dim), torch.arange(n)[None])
-        except TypeError:  # a rotary module of the older signature forward(x, seq_len): its tables, as its attention reads them
-            cos, sin = (t[None, :n] for t in rotary(torch.zeros(1, n, head_dim), seq_len=n))
+        if "position_ids" in inspect.signature(rotary.forward).parameters:
+            cos, sin = rotary(x, torch.arange(n)[None])
+        else:  # the older signature forward(x, seq_len): cached tables of shape (..., positions, d_rot), leading dims 1
+            cos, sin = (t.reshape(-1, t.shape[-1])[:n][None] for t in rotary(x, seq_len=n))
     return cos, sin
 
 
@@ -71,8 +73,6 @@ def test_rotation_equals_transformers_rotary_code(base, fraction):
 
 
 def test_partial_rotation_equals_gpt_neox_where_it_rotates_partially_itself():
-    import inspect
-
     from transformers.models.gpt_neox import modeling_gpt_neox
 
     if "position_ids" in inspect.signature(modeling_gpt_neox.apply_rotary_pos_emb).parameters:
