@@ -12,7 +12,13 @@ from posviz.cli.messages import report_error
 from posviz.cli.options import Precision
 
 # Kept in sync with posviz.models.configuration_posviz.SCHEMES (that module imports transformers).
-Scheme = Enum("Scheme", {s: s for s in ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")}, type=str)
+Scheme = Enum("Scheme", {s: s for s in ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi", "rope",
+                                         "sinusoidal")}, type=str)
+
+
+class Objective(str, Enum):
+    mlm = "mlm"
+    causal = "causal"
 
 
 class Size(str, Enum):
@@ -67,7 +73,10 @@ class _Display:
 
 
 def command(
-    scheme: Annotated[Scheme | None, typer.Option("--scheme", help="Positional scheme (absolute+tisa: TISA beside E_P; tupe-r: TUPE with T5 buckets).", show_default=False)] = None,
+    scheme: Annotated[Scheme | None, typer.Option("--scheme", help="Positional scheme (absolute+tisa: TISA beside E_P; tupe-r: TUPE with T5 buckets; rope: rotary q/k; sinusoidal: the fixed table of Vaswani et al.).", show_default=False)] = None,
+    objective: Annotated[Objective | None, typer.Option("--objective", help="mlm: masked LM, bidirectional attention; causal: next-token LM under a causal mask (none = NoPE, alibi = Press et al.'s causal ALiBi). (default: mlm)", show_default=False)] = None,
+    rope_base: Annotated[float | None, typer.Option("--rope-base", help="RoPE base (rope_theta), above 1; --scheme rope only. (default: 10000)", show_default=False)] = None,
+    rotary_fraction: Annotated[float | None, typer.Option("--rotary-fraction", help="Share of each head's dimensions RoPE rotates, 0 < F <= 1, an even number of them (GPT-NeoX's rotary_pct); --scheme rope only. (default: 1)", show_default=False)] = None,
     corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, a packaged corpus (cpython-3.11.7-docstrings[:N], the default: the same bytes everywhere), stdlib-docstrings[:N] (the running Python's: machine-dependent) or a HF dataset id; repeatable.", show_default=False)] = None,
     tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a WordPiece tokenizer on the corpus.", show_default=False)] = None,
     size: Annotated[Size | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads) or base (ALBERT base: 12×768, 12 heads). (default: tiny)", show_default=False)] = None,
@@ -87,12 +96,13 @@ def command(
     dropout: Annotated[float | None, typer.Option("--dropout", help="Hidden and attention dropout, 0 <= P < 1 (ALBERT v1: 0.1, v2: 0). (default: 0)", show_default=False)] = None,
     train_fraction: Annotated[float | None, typer.Option("--train-fraction", help="Train on this share of the training blocks, 0 < F <= 1 (a fixed subset; tokenizer and held-out set stay those of the whole corpus). (default: 1)", show_default=False)] = None,
 ) -> None:
-    """Train an ALBERT-style masked LM with a chosen positional scheme, tracking Toeplitzness.
+    """Train an ALBERT-style masked LM (or causal LM) with a chosen positional scheme, tracking Toeplitzness.
 
     At every evaluation the run folder's trajectory.csv/.json get the held-out
-    masked-LM loss and accuracy, the Toeplitzness of E_P (absolute schemes, TUPE's
-    table) and of each head's positional scores. Checkpoints load with
-    `posviz heatmap`, `posviz toeplitzness` and `posviz heads`.
+    loss and accuracy (masked tokens, or next tokens with --objective causal), the
+    Toeplitzness of E_P (absolute schemes, sinusoidal, TUPE's table) and of each
+    head's positional scores. Checkpoints load with `posviz heatmap`,
+    `posviz toeplitzness` and `posviz heads` (RoPE runs: per-head bands).
 
     Several processes or GPUs: torchrun --nproc_per_node N -m posviz train ...
     (--batch-size is per process; the main process writes the run folder).
@@ -107,7 +117,8 @@ def command(
         "size": size.value if size else None, "steps": steps, "seq_len": seq_len, "seed": seed,
         "eval_every": eval_every, "save_every": save_every, "batch_size": batch_size, "learning_rate": lr,
         "vocab_size": vocab_size, "tisa_kernels": kernels, "precision": precision.value if precision else None, "keep": keep,
-        "dropout": dropout, "train_fraction": train_fraction,
+        "dropout": dropout, "train_fraction": train_fraction, "objective": objective.value if objective else None,
+        "rope_base": rope_base, "rotary_fraction": rotary_fraction,
     }
     given = {k: v for k, v in given.items() if v is not None}
     with training_processes(report=report_error) as rank:  # every process, on every path, leaves through it (train.processes)
@@ -116,7 +127,10 @@ def command(
     if rank != 0:  # under torchrun only the main process reports
         return
     typer.echo("\n".join(summary_lines(result)))
-    typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
+    if result.options.scheme == "rope":  # no table: its positions are in each head's frequency bands
+        typer.echo(f"next        posviz heads {result.checkpoint}   (RoPE band energy and probe profile per head)")
+    else:
+        typer.echo(f"next        posviz heatmap {result.checkpoint}   (or: posviz toeplitzness {result.checkpoint})")
 
 
 def _options(given: dict[str, Any], out: Path | None, resume: bool) -> Any:
@@ -155,6 +169,9 @@ def _checked_options(given: dict[str, Any], out: Path | None, resume: bool) -> A
     merged = {**base, **given, "out": out}
     if "scheme" not in merged:
         raise OptionError("give --scheme", "for example: posviz train --scheme tisa")
+    for key in ("rope_base", "rotary_fraction"):  # silently ignored options would be recorded as if they mattered
+        if key in given and merged["scheme"] != "rope":
+            raise OptionError(f"--{key.replace('_', '-')} applies to --scheme rope only, not {merged['scheme']}")
     if "corpus" not in merged:  # the packaged corpus: a run made without --corpus is the same run on every machine
         from posviz.train.corpus import DEMO_CORPUS
 

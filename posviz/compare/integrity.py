@@ -138,7 +138,9 @@ def _traced(source, ckpt, trace: Trace) -> tuple[str, dict[str, np.ndarray], lis
 
     family = family_for_config(source.config) if source.config else None
     rotary = family is not None and family.scheme == "rotary"
-    if trace.kind == "positions" or (trace.kind == "auto" and family is not None and family.tables):
+    # a table computed from the config (posviz sinusoidal) is the same in every checkpoint: the weights are traced instead
+    fixed = family is not None and bool(family.tables) and bool(family.tables[0].fixed)
+    if (trace.kind == "positions" and not fixed) or (trace.kind == "auto" and family is not None and family.tables and not fixed):
         pe = load_position_embeddings(source, table=trace.table, positions=trace.positions, checkpoint=ckpt)
         return "E_P", {"E_P": pe.matrix}, ckpt.files_for([pe.tensor])
     if trace.kind == "rope" or (trace.kind == "auto" and rotary):
@@ -219,6 +221,8 @@ class Collector:
         from posviz.errors import PosvizError
         from posviz.read.fingerprints import files_holding
 
+        if getattr(embeddings, "fixed", None):
+            return  # computed, not read: the checkpoint is fingerprinted by its weights later
         try:
             files = files_holding(source, [embeddings.tensor])
             fp = _fingerprint_of(point, source, "E_P", {"E_P": embeddings.matrix}, files, None, self.keep)

@@ -1,18 +1,25 @@
 """Models trained by ``posviz train``: analysed by the model's own positional code.
 
-Their ``model_type`` is ``posviz-albert`` (absolute, TISA, TUPE, T5 and ALiBi
-positions). Each layer's stack comes from
+Their ``model_type`` is ``posviz-albert`` (absolute, sinusoidal, TISA, TUPE,
+T5, ALiBi and RoPE positions). Each layer's stack comes from
 :func:`posviz.models.position_terms.positional_scores`, which evaluates the
-scheme's own ``nn.Module`` (or, for the absolute table, the position-only
-logits of the layer's group) in float64: the analysis reads exactly what the
-model adds to its attention logits. This is the one scheme whose analysis
-imports torch. See ARCHITECTURE.md.
+scheme's own ``nn.Module`` (or, for the absolute and sinusoidal tables, the
+position-only logits of the layer's group) in float64: the analysis reads
+exactly what the model adds to its attention logits. This is the one scheme
+whose analysis imports torch.
+
+RoPE adds nothing to the logits: a ``rope`` run goes to the band code of every
+other RoPE model (:mod:`posviz.extract.rope`, which imports no torch), with the
+run's layout (:func:`posviz.read.rope_layouts.posviz_layout`) and a probe that
+follows ALBERT's embedding path (:func:`albert_probe_map`). See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from posviz.errors import OptionError
 from posviz.extract.cached import CachedHeads
@@ -21,6 +28,7 @@ from posviz.read.families import POSVIZ_MODEL_TYPE, Family
 
 if TYPE_CHECKING:
     from posviz.extract.base import HeadsOptions
+    from posviz.read.checkpoints import Checkpoint
     from posviz.read.sources import Source
 
 COMPUTED_BY = "posviz.models.position_terms.positional_scores (the model's own positional code)"
@@ -44,7 +52,34 @@ def _conventions(stack: PositionalScores) -> dict[str, Any]:
         out.update(ln=m["convention"], bias=True, layer_group=m.get("layer_group"))
     if m.get("cls_untied"):
         out["cls_untied"] = True
+    if m.get("causal"):
+        out["causal"] = True
     return out
+
+
+def albert_probe_map(ckpt: Checkpoint) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """Token embeddings to the first layer's input, as a posviz model computes it without positions.
+
+    ``map(LN(e + t_0))``: token type 0 added, the embedding LayerNorm, then
+    ``embedding_hidden_mapping_in`` (with its bias). Exact for layer 0 of a RoPE
+    run, which has no position table; deeper layers see this probe too (as for
+    every RoPE model, docs/definitions.md).
+    """
+    from posviz.extract.base import read_finite
+    from posviz.schemes.absolute import layer_norm
+
+    def get(suffix: str) -> np.ndarray:
+        return read_finite(ckpt, ckpt.require(suffix, "embedding parameter"))
+
+    type0 = get("embeddings.token_type_embeddings.weight")[0]
+    gain, bias = get("embeddings.LayerNorm.weight"), get("embeddings.LayerNorm.bias")
+    w, b = get("encoder.embedding_hidden_mapping_in.weight"), get("encoder.embedding_hidden_mapping_in.bias")
+    eps = float(ckpt.config.get("layer_norm_eps", 1e-12))
+
+    def to_input(x: np.ndarray) -> np.ndarray:
+        return layer_norm(x + type0, gain, bias, eps) @ w.T + b
+
+    return to_input, "token type 0, the embedding LayerNorm and embedding_hidden_mapping_in (the first layer's input)"
 
 
 def _positions(options: HeadsOptions, max_n: int) -> int:
@@ -63,8 +98,13 @@ def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedH
 
     ``--ln`` chooses the convention of absolute tables; ``--no-bias`` and
     ``--table`` do not apply; ``--positions`` takes ``0:B`` (default: all).
+    RoPE runs: per-head bands and probe profiles (:func:`posviz.extract.rope.open_heads`).
     """
     config = source.config
+    if config.get("position_scheme") == "rope":
+        from posviz.extract import rope
+
+        return rope.open_heads(source, family, options, probe_map=albert_probe_map, causal=bool(config.get("is_causal")))
     if options.table is not None:
         raise OptionError("--table does not apply to models trained with posviz train")
     if not options.bias:
@@ -91,4 +131,6 @@ def describe(c: Mapping[str, Any]) -> list[str]:
         parts.append(f"layer group {c['layer_group']}")
     if c.get("cls_untied"):
         parts.append("[CLS] row and column untied")
+    if c.get("causal"):
+        parts.append("causal (k = j - i > 0 masked)")
     return parts

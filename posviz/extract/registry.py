@@ -135,8 +135,9 @@ def open_heads(
     options = HeadsOptions(ln=ln, bias=bias, positions=positions, table=table, probe=probe,
                            context=None if context is None else int(context))
     scheme = scheme_for(family, source.config)
+    rope_run = scheme.name == "posviz-trained" and family.scheme == "rotary"
     for name, value in (("--probe", probe), ("--context", context)):
-        if value is not None and scheme.name != "rope":
+        if value is not None and scheme.name != "rope" and not rope_run:
             raise OptionError(f"{name} applies to RoPE models only, not to {source.config.get('model_type')}")
     return scheme.open(source, family, options)
 

@@ -14,14 +14,16 @@ give, per head,
 
 ``--probe none`` (or ``content-free``) keeps the weight-free kernel
 ``f(k) = sum_b cos(k theta_b)``, identical for every head and layer. Frequencies of
-every ``rope_type`` and partial rotary: :mod:`posviz.schemes.rope`. See
-ARCHITECTURE.md and docs/definitions.md.
+every ``rope_type`` and partial rotary: :mod:`posviz.schemes.rope`. Models trained
+by ``posviz train --scheme rope`` come here too, through
+:mod:`posviz.extract.posviz_trained` (their layout: :func:`posviz.read.rope_layouts.posviz_layout`).
+See ARCHITECTURE.md and docs/definitions.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,27 +34,32 @@ from posviz.extract.cached import CachedHeads
 from posviz.extract.rope_probe import Probe, parse_probe, probe_input
 from posviz.extract.rope_weights import Norm, read_layer
 from posviz.positional_scores import PositionalScores
-from posviz.read.families import Family
+from posviz.read.families import POSVIZ_MODEL_TYPE, Family
 from posviz.read.rope_layouts import RopeLayout, rope_layout
 from posviz.schemes import rope, rope_bands
 
 if TYPE_CHECKING:
+    from posviz.read.checkpoints import Checkpoint
     from posviz.read.sources import Source
+
+#: ``checkpoint -> (map, what)``: how a model's token embeddings become its first layer's input (before that
+#: layer's input norm), for models where that is more than the embedding itself (ALBERT's factorised embeddings).
+ProbeMap = Callable[["Checkpoint"], tuple[Callable[[np.ndarray], np.ndarray], str]]
 
 
 def claims(family: Family, config: Mapping[str, Any]) -> bool:
-    """The rotary family, except Falcon models built with ``alibi``."""
-    return family.scheme == "rotary" and not alibi.claims(family, config)
+    """The rotary family, except Falcon models built with ``alibi`` and posviz runs (their own scheme delegates here)."""
+    return family.scheme == "rotary" and not alibi.claims(family, config) and POSVIZ_MODEL_TYPE not in family.model_types
 
 
-def _spec_conventions(spec: rope.RopeSpec) -> dict[str, Any]:
+def _spec_conventions(spec: rope.RopeSpec, causal: bool = True) -> dict[str, Any]:
     conv = {
         "rope_type": spec.rope_type,
         "rope_theta": spec.theta,
         "head_dim": spec.head_dim,
         "rotary_dim": spec.rotary_dim,
         "attention_factor": spec.attention_factor,
-        "causal": True,
+        "causal": causal,
     }
     if spec.note:
         conv["rope_note"] = spec.note
@@ -90,8 +97,14 @@ def _context_conventions(spec: rope.RopeSpec, context: int | None, source: str) 
     }, beyond
 
 
-def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedHeads:
-    """Band usage and probe profiles per head, or the content-free kernel for ``--probe none``."""
+def open_heads(source: Source, family: Family, options: HeadsOptions, *, probe_map: ProbeMap | None = None,
+               causal: bool = True) -> CachedHeads:
+    """Band usage and probe profiles per head, or the content-free kernel for ``--probe none``.
+
+    ``probe_map`` (default: none) maps token embeddings to the first layer's input for
+    the probe; ``causal`` says whether the model masks ``k > 0`` (every Hugging Face
+    RoPE model does; a bidirectional ``posviz train`` run does not).
+    """
     config = source.config
     no_table(options, config)
     start, stop = relative_positions(options.positions, "RoPE")
@@ -101,17 +114,17 @@ def open_heads(source: Source, family: Family, options: HeadsOptions) -> CachedH
     probe = parse_probe(options.probe)
     context = _context(config, options.context)
     if probe.kind == "none":
-        return _content_free(source, spec, layers, heads, n, start, context)
+        return _content_free(source, spec, layers, heads, n, start, context, causal)
     layout = rope_layout(config)
-    plan = _WeightPlan(source, layout, spec, probe, heads, n, context)
+    plan = _WeightPlan(source, layout, spec, probe, heads, n, context, probe_map=probe_map, causal=causal)
     return CachedHeads(f"RoPE per-head bands and probe profiles ({probe.label})", source.label, source.describe(), config,
                        layers, heads, n, start, {"family": "rotary"}, plan)
 
 
 def _content_free(source: Source, spec: rope.RopeSpec, layers: int, heads: int, n: int, start: int,
-                  context: tuple[int | None, str]) -> CachedHeads:
+                  context: tuple[int | None, str], causal: bool = True) -> CachedHeads:
     conv = {
-        **_spec_conventions(spec),
+        **_spec_conventions(spec, causal),
         **_context_conventions(spec, *context)[0],  # no band energy here: the bands beyond T, not their share
         "probe": "content-free",
         "kernel": "sum_i cos(k theta_i) over the rotated pairs (content-free: identical unit-pair q and k); same for every head and layer",
@@ -132,11 +145,12 @@ class _WeightPlan:
     """The :data:`~posviz.extract.cached.LayerPlan` of weight-based RoPE heads: one layer's weights read on demand."""
 
     def __init__(self, source: Source, layout: RopeLayout, spec: rope.RopeSpec, probe: Probe, heads: int, n: int,
-                 context: tuple[int | None, str]) -> None:
+                 context: tuple[int | None, str], *, probe_map: ProbeMap | None = None, causal: bool = True) -> None:
         from posviz.read.checkpoints import Checkpoint
 
         self.ckpt, self.layout, self.spec, self.probe, self.heads, self.n = Checkpoint(source), layout, spec, probe, heads, n
         self.context = context
+        self.probe_map, self.causal = probe_map, causal
         config = source.config
         if layout.scale_key and config.get(layout.scale_key):
             self.scale, self.scale_rule = float(config[layout.scale_key]) ** -0.5, f"{layout.scale_key}^-1/2"
@@ -150,7 +164,12 @@ class _WeightPlan:
         if self._mean_input is None:
             kind, eps = self.layout.norm, self.layout.eps(self.ckpt.config)
             plain = None if kind is None else Norm("layer" if kind.startswith("layer") else "rms", None, None, eps)
-            self._mean_input = probe_input(self.ckpt, self.layout.embed, self.probe, plain, self.embed_scale)
+            if self.probe_map is None:
+                self._mean_input = probe_input(self.ckpt, self.layout.embed, self.probe, plain, self.embed_scale)
+            else:
+                to_input, what = self.probe_map(self.ckpt)
+                norm = to_input if plain is None else (lambda x: plain(to_input(x)))
+                self._mean_input = probe_input(self.ckpt, self.layout.embed, self.probe, norm, self.embed_scale, what)
         return self._mean_input
 
     def __call__(self, layer: int):
@@ -171,7 +190,7 @@ class _WeightPlan:
         context_conv, beyond = _context_conventions(spec, *self.context)
         beyond_share = [None] * len(energy) if beyond is None else rope_bands.beyond_context_share(energy, beyond).tolist()
         conv = {
-            **_spec_conventions(spec),
+            **_spec_conventions(spec, self.causal),
             **context_conv,
             "pairing": pairing,
             "kv_heads": int(weights.wk.shape[0]),

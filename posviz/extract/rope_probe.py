@@ -83,17 +83,18 @@ def _token_counts(probe: Probe, source, vocab: int) -> np.ndarray:
 
 
 def probe_input(ckpt, embed: str, probe: Probe, norm: Callable[[np.ndarray], np.ndarray] | None,
-                embed_scale: float = 1.0) -> tuple[np.ndarray, str]:
+                embed_scale: float = 1.0, through: str = "the layer's input norm") -> tuple[np.ndarray, str]:
     """The probe ``mu`` (``(D,)``, after the layer's input norm) and a line saying what it is and what it read.
 
-    ``norm`` is the layer's input norm (``None`` for none); ``embed_scale`` the factor the
+    ``norm`` is the layer's input norm (``None`` for none), or whatever maps embedding rows
+    to the layer's input (``through`` says what, for the line); ``embed_scale`` the factor the
     model applies to embeddings before the first layer (Gemma: ``sqrt(hidden)``).
     """
     name = ckpt.require(embed + ".weight", "token embedding")
     vocab = ckpt.shape(name)[0]
     counts = np.ones(vocab) if probe.kind == "mean" else _token_counts(probe, ckpt.source, vocab)
     rows = np.flatnonzero(counts)
-    total = np.zeros(ckpt.shape(name)[1])
+    total: np.ndarray | float = 0.0  # the width of norm's output, which may differ from the embedding's
     if len(rows) <= 16:  # a few tokens: read only their rows
         for r in rows:
             x = read_finite(ckpt, name, slice(int(r), int(r) + 1)) * embed_scale
@@ -107,4 +108,4 @@ def probe_input(ckpt, embed: str, probe: Probe, norm: Callable[[np.ndarray], np.
             total += counts[start:stop] @ (norm(x) if norm else x)
     what = {"mean": f"mean of all {vocab} token embeddings", "token": f"token {probe.value}",
             "corpus": f"mean over the {int(counts.sum())} tokens of {Path(probe.value).name}"}[probe.kind]
-    return total / counts.sum(), f"{what} ({name}), through the layer's input norm"
+    return total / counts.sum(), f"{what} ({name}), through {through}"

@@ -42,8 +42,18 @@ def _tokenizer(target: Target) -> Any:
                           "offline, a hub model must be in the local Hugging Face cache (HF_HUB_OFFLINE)") from None
 
 
-def _checked_config(target: Target, settings: FinetuneSettings) -> int:
-    """The target's longest input (``max_length`` capped by its positions); refuses decoder-only models first."""
+#: How a run trained with ``--objective causal`` is fine-tuned, recorded in its results' settings (its causal mask kept).
+CAUSAL_POOLING = "last real token (causal run: its causal mask kept)"
+
+
+def _checked_config(target: Target, settings: FinetuneSettings) -> tuple[int, str | None]:
+    """The target's longest input (``max_length`` capped by its positions) and, for a causal run, its pooling.
+
+    Refuses decoder-only models first. A ``posviz train --objective causal`` run is
+    fine-tuned with its causal mask on its last real token
+    (:class:`~posviz.models.PosvizForSequenceClassification`): the pooling is then a
+    setting of its results, so they are never mixed with first-token ones.
+    """
     from transformers import AutoConfig
 
     import posviz.models  # noqa: F401  (registers posviz-albert)
@@ -58,7 +68,10 @@ def _checked_config(target: Target, settings: FinetuneSettings) -> int:
         raise UnsupportedModelError(f"{target.source}: {config.model_type} is a decoder-only (causal) model; "
                                     "posviz finetune fine-tunes bidirectional encoders on their first ([CLS]) token", DECODER_HINT)
     positions = getattr(config, "max_position_embeddings", None)
-    return min(x for x in (settings.max_length, positions) if isinstance(x, int) and x > 0)
+    from posviz.read.families import POSVIZ_MODEL_TYPE
+
+    pooling = CAUSAL_POOLING if config.model_type == POSVIZ_MODEL_TYPE and getattr(config, "is_causal", False) else None
+    return min(x for x in (settings.max_length, positions) if isinstance(x, int) and x > 0), pooling
 
 
 def _document(target: Target, data: TaskData, settings: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -164,18 +177,22 @@ def finetune(
     records: list[dict[str, Any]] = []
     for target in targets:
         with checked_alike():
-            length = _checked_config(target, settings)
+            length, pooling = _checked_config(target, settings)
             tokenizer = _tokenizer(target)
         if 0 < tokenizer.model_max_length < length:
             length = tokenizer.model_max_length
         for spec in tasks:
-            records += _one_task(target, tokenizer, length, spec, seeds, settings, resume, overwrite, on_update)
+            records += _one_task(target, tokenizer, length, spec, seeds, settings, resume, overwrite, on_update, pooling)
     return [*records, *median_records(records)]
 
 
 def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: list[int], settings: FinetuneSettings,
-              resume: bool, overwrite: bool, on_update: Callable[[str, dict[str, Any]], None] | None) -> list[dict[str, Any]]:
-    """The records of ``seeds`` on one (checkpoint, task): reused where finished, else fine-tuned now."""
+              resume: bool, overwrite: bool, on_update: Callable[[str, dict[str, Any]], None] | None,
+              pooling: str | None = None) -> list[dict[str, Any]]:
+    """The records of ``seeds`` on one (checkpoint, task): reused where finished, else fine-tuned now.
+
+    ``pooling``: recorded in the settings when it is not the first token's (causal runs).
+    """
     from posviz.finetune.loop import finetune_seed, world
     from posviz.train.processes import decided_by_main
 
@@ -187,7 +204,7 @@ def _one_task(target: Target, tokenizer: Any, length: int, spec: str, seeds: lis
     path = results_path(target.root, spec, target.step)
     args = world(settings, target.root)
     recorded = {**settings.to_json(), "corpus": corpus, "max_length": length, "world_size": args.world_size,
-                "task": data.details}
+                "task": data.details, **({"pooling": pooling} if pooling else {})}
     kept = decided_by_main(args, lambda: _finished(path, recorded, overwrite))
     done = {r["seed"] for r in kept}
     main = args.process_index == 0

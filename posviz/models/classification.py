@@ -2,7 +2,11 @@
 
 ``PosvizForSequenceClassification`` is ``AlbertForSequenceClassification`` for the
 posviz encoder: the first token's last hidden state goes through ALBERT's pooler
-(dense + tanh), dropout and a linear classifier. Parameter names are
+(dense + tanh), dropout and a linear classifier. A causal model (a run trained
+with ``--objective causal``) keeps its causal mask, under which the first token
+sees only itself: it pools the last real (non-padding) token instead, the one
+that has seen the whole input, as transformers' classifiers of causal LMs
+(``GPT2ForSequenceClassification``) do. Parameter names are
 transformers' ALBERT's (``albert.pooler``, ``classifier``), so an
 ``AlbertForSequenceClassification`` state dict loads unchanged (absolute scheme) and a checkpoint of
 ``posviz train`` (``PosvizForMaskedLM``: ``albert.*`` and ``predictions.*``) loads
@@ -19,6 +23,18 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
 from posviz.models.modeling_posviz import PosvizModel, PosvizPreTrainedModel
+
+
+def pooled_token(hidden: torch.Tensor, attention_mask: torch.Tensor | None, config: PosvizAlbertConfig) -> torch.Tensor:
+    """The hidden state ``(B, hidden)`` a classifier reads: [CLS] (position 0), or the last real token of a causal model."""
+    if not getattr(config, "is_causal", False):
+        return hidden[:, 0]
+    n = hidden.shape[1]
+    if attention_mask is None:
+        return hidden[:, n - 1]
+    # the highest position whose mask is 1 (whichever side the padding is on)
+    last = (attention_mask.to(torch.long) * torch.arange(1, n + 1, device=hidden.device)).argmax(dim=-1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 class PosvizForSequenceClassification(PosvizPreTrainedModel):
@@ -62,7 +78,7 @@ class PosvizForSequenceClassification(PosvizPreTrainedModel):
         ``num_labels == 1`` (float labels).
         """
         hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
-        pooled = self.albert.pooler_activation(self.albert.pooler(hidden[:, 0]))  # [CLS]: (B, hidden)
+        pooled = self.albert.pooler_activation(self.albert.pooler(pooled_token(hidden, attention_mask, self.config)))
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = None
         if labels is not None:

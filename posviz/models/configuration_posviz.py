@@ -2,7 +2,9 @@
 
 The field names mirror :class:`transformers.AlbertConfig`, so an ALBERT config (and,
 for ``position_scheme="absolute"``, its weights) maps across unchanged; the extra
-fields choose and size the positional scheme.
+fields choose and size the positional scheme (RoPE's ``rope_theta`` and
+``partial_rotary_factor`` are transformers' names) and the attention mask
+(``is_causal``: bidirectional masked LM or causal LM).
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from transformers import PretrainedConfig
 from posviz.read.families import POSVIZ_MODEL_TYPE
 
 #: Positional schemes the model builder supports.
-SCHEMES: tuple[str, ...] = ("absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi")
+SCHEMES: tuple[str, ...] = (
+    "absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi", "rope", "sinusoidal",
+)
 
 #: Schemes that add a learned absolute table E_P to the input (as ALBERT does).
 ABSOLUTE_SCHEMES: tuple[str, ...] = ("absolute", "absolute+tisa")
+
+#: Schemes with a learned table of ``max_position_embeddings`` rows: no longer sequence can run.
+TABLE_SCHEMES: tuple[str, ...] = ("absolute", "absolute+tisa", "tupe-a", "tupe-r")
 
 #: Model sizes for ``posviz train --size`` (base is ALBERT base: 12 layers, 768 hidden, 12 heads).
 SIZES: dict[str, dict[str, int]] = {
@@ -39,12 +46,17 @@ class PosvizAlbertConfig(PretrainedConfig):
         As in :class:`transformers.AlbertConfig` (factorised embeddings of size
         ``embedding_size`` mapped to ``hidden_size``; ``num_hidden_groups=1`` shares
         one layer's weights across all layers). ``max_position_embeddings`` is the
-        longest sequence for every scheme (the size of E_P and of the TUPE table).
+        length the model trains at, the size of E_P and of the TUPE table, and
+        the longest sequence of the schemes with a learned table
+        (:data:`TABLE_SCHEMES`; the others run at any length).
     position_scheme
         ``absolute`` (learned E_P added to the input, the ALBERT baseline),
         ``none``, ``tisa`` (TISA without E_P), ``absolute+tisa`` (TISA beside E_P,
         the TISA paper's variant a), ``tupe-a``, ``tupe-r`` (TUPE with T5 buckets),
-        ``t5`` (T5 bucket bias) or ``alibi`` (symmetric ALiBi).
+        ``t5`` (T5 bucket bias), ``alibi`` (ALiBi: symmetric, Press et al.'s
+        causal ALiBi under ``is_causal``), ``rope`` (rotary embeddings of q and
+        k, rotate-half pairing) or ``sinusoidal`` (the fixed table of Vaswani et
+        al. added to the input, not trained).
     tisa_kernels
         TISA kernels ``S`` per head (3 parameters each).
     tisa_shared
@@ -52,7 +64,16 @@ class PosvizAlbertConfig(PretrainedConfig):
         ``None`` shares it exactly when the layer weights are shared
         (``num_hidden_groups == 1``).
     relative_attention_num_buckets, relative_attention_max_distance
-        T5 buckets for ``tupe-r`` and ``t5`` (bidirectional).
+        T5 buckets for ``tupe-r`` and ``t5`` (bidirectional; ``t5`` takes T5's
+        unidirectional decoder buckets when ``is_causal``).
+    rope_theta
+        RoPE base: band ``i`` turns by ``rope_theta^(-2i / d_rot)`` per position.
+    partial_rotary_factor
+        Share of each head's dimensions that rotate (GPT-NeoX's ``rotary_pct``):
+        ``d_rot = int(head_dim * partial_rotary_factor)``, which must be even.
+    is_causal
+        Causal attention (query ``i`` sees keys ``j <= i``): the causal-LM
+        objective. ``False`` (the default) is the bidirectional masked LM.
     """
 
     model_type = POSVIZ_MODEL_TYPE
@@ -79,6 +100,9 @@ class PosvizAlbertConfig(PretrainedConfig):
         tisa_shared: bool | None = None,
         relative_attention_num_buckets: int = 32,
         relative_attention_max_distance: int = 128,
+        rope_theta: float = 10000.0,
+        partial_rotary_factor: float = 1.0,
+        is_causal: bool = False,
         pad_token_id: int | None = 0,
         bos_token_id: int | None = 2,
         eos_token_id: int | None = 3,
@@ -95,6 +119,14 @@ class PosvizAlbertConfig(PretrainedConfig):
             raise ValueError("tisa_kernels must be at least 1")
         if relative_attention_num_buckets < 2 or relative_attention_num_buckets % 2:
             raise ValueError("relative_attention_num_buckets must be even (bidirectional buckets)")
+        if not rope_theta > 1:
+            raise ValueError(f"rope_theta must be above 1, got {rope_theta}")
+        if not 0 < partial_rotary_factor <= 1:
+            raise ValueError(f"partial_rotary_factor must be above 0 and at most 1, got {partial_rotary_factor}")
+        rotary_dim = int(hidden_size // num_attention_heads * partial_rotary_factor)
+        if position_scheme == "rope" and (rotary_dim < 2 or rotary_dim % 2):
+            raise ValueError(f"partial_rotary_factor {partial_rotary_factor} rotates {rotary_dim} of the "
+                             f"{hidden_size // num_attention_heads} dims of a head; RoPE needs an even number, at least 2")
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
@@ -115,6 +147,9 @@ class PosvizAlbertConfig(PretrainedConfig):
         self.tisa_shared = tisa_shared
         self.relative_attention_num_buckets = relative_attention_num_buckets
         self.relative_attention_max_distance = relative_attention_max_distance
+        self.rope_theta = float(rope_theta)
+        self.partial_rotary_factor = float(partial_rotary_factor)
+        self.is_causal = bool(is_causal)
         self.tie_word_embeddings = tie_word_embeddings
         super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id, **kwargs)
 
@@ -130,6 +165,26 @@ class PosvizAlbertConfig(PretrainedConfig):
         return self.position_scheme in ABSOLUTE_SCHEMES
 
     @property
+    def uses_fixed_table(self) -> bool:
+        """True when the fixed sinusoidal table is added to the input embeddings (not a parameter)."""
+        return self.position_scheme == "sinusoidal"
+
+    @property
+    def has_position_table(self) -> bool:
+        """True when a table (learned or fixed) is added to the input: the schemes whose E_P posviz scores."""
+        return self.uses_absolute_table or self.uses_fixed_table
+
+    @property
+    def position_limit(self) -> int | None:
+        """The longest sequence the model runs: ``max_position_embeddings`` for learned tables, else ``None`` (any)."""
+        return self.max_position_embeddings if self.position_scheme in TABLE_SCHEMES else None
+
+    @property
+    def rotary_dim(self) -> int:
+        """Rotated dimensions of a head, ``int(head_dim * partial_rotary_factor)`` (``rope`` only)."""
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
     def uses_tupe(self) -> bool:
         """True for ``tupe-a`` and ``tupe-r``."""
         return self.position_scheme.startswith("tupe")
@@ -143,8 +198,8 @@ class PosvizAlbertConfig(PretrainedConfig):
 
     @property
     def num_position_score_modules(self) -> int:
-        """Number of positional-score modules (0 for ``absolute`` and ``none``)."""
-        if self.position_scheme in ("absolute", "none"):
+        """Number of positional-score modules (0 for ``absolute``, ``none``, ``rope`` and ``sinusoidal``)."""
+        if self.position_scheme in ("absolute", "none", "rope", "sinusoidal"):
             return 0
         return 1 if self.position_scores_shared else self.num_hidden_layers
 

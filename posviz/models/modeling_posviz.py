@@ -9,11 +9,16 @@ than the absolute table live in ``albert.encoder.position_scores`` (one module, 
 one per layer for unshared TISA) with the common signature
 ``forward(n) -> (heads, n, n)``; their output is added to the attention logits
 through ``torch.nn.functional.scaled_dot_product_attention``'s float mask,
-together with the padding mask, so the same code runs the fused kernels on CPU
-and CUDA and under bf16/fp16 autocast.
+together with the padding mask (and, for a causal model, the causal mask), so
+the same code runs the fused kernels on CPU and CUDA and under bf16/fp16
+autocast. Two schemes enter elsewhere: ``sinusoidal`` adds its fixed table to
+the input as ``absolute`` adds E_P, and ``rope`` rotates q and k in every layer
+(``albert.encoder.rotary_emb``, angles computed once per forward). Neither has
+parameters, so every scheme's state dict keeps ALBERT's names.
 
 Read top to bottom: embeddings, attention, layer, layer group, encoder (where
-the positional scores join), masked-LM head, then the Hugging Face classes.
+the positional scores and the causal mask join), masked-LM head, then the
+Hugging Face classes (the causal LM is in :mod:`posviz.models.causal_lm`).
 Shapes: ``B`` batch, ``n`` positions, ``H`` heads, ``d_h`` head width. The
 scheme modules are in :mod:`posviz.models.schemes`; see ARCHITECTURE.md.
 """
@@ -29,13 +34,15 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
 from posviz.models.schemes import TisaScores, build_position_scores
+from posviz.models.schemes.rope import RotaryEmbedding, apply_rotary
+from posviz.models.schemes.sinusoidal import SinusoidalPositions
 from posviz.util.compat import weight_init
 
 init = weight_init()  # transformers 5: initialisers that skip weights loaded from a checkpoint
 
 
 class PosvizEmbeddings(nn.Module):
-    """Word (+ absolute position) + token-type embeddings, LayerNorm, dropout (ALBERT's layout)."""
+    """Word (+ absolute or sinusoidal position) + token-type embeddings, LayerNorm, dropout (ALBERT's layout)."""
 
     def __init__(self, config: PosvizAlbertConfig) -> None:
         super().__init__()
@@ -44,6 +51,8 @@ class PosvizEmbeddings(nn.Module):
             self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.embedding_size)
         else:
             self.position_embeddings = None
+        # no parameters and no buffers: the state dict is that of scheme "none"
+        self.sinusoidal = SinusoidalPositions(config.embedding_size) if config.uses_fixed_table else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -66,6 +75,8 @@ class PosvizEmbeddings(nn.Module):
                 raise ValueError(f"sequence length {n} exceeds max_position_embeddings {self.position_embeddings.num_embeddings}")
             ids = self.position_ids[:, :n] if position_ids is None else position_ids
             x = x + self.position_embeddings(ids)
+        elif self.sinusoidal is not None:
+            x = x + self.sinusoidal(n, x.device, x.dtype, position_ids)
         return self.dropout(self.LayerNorm(x))
 
 
@@ -90,18 +101,30 @@ class PosvizAttention(nn.Module):
         self.attention_probs = nn.Identity()
         self.config = config
 
-    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_bias: torch.Tensor | None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """``attention_bias``: the additive mask (positional scores, padding, causal mask);
+        ``rotary``: RoPE's ``(cos, sin)``; ``is_causal``: mask ``j > i`` here (only when no bias carries the mask)."""
         b, n, _ = hidden_states.shape
         shape = (b, n, self.num_attention_heads, self.attention_head_size)
         q = self.query(hidden_states).view(shape).transpose(1, 2)  # (B, n, hidden) -> (B, H, n, d_h)
         k = self.key(hidden_states).view(shape).transpose(1, 2)
         v = self.value(hidden_states).view(shape).transpose(1, 2)
+        if rotary is not None:  # RoPE: q and k rotated by position, before either attention path
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if attention_bias is not None and attention_bias.dtype != q.dtype:
             attention_bias = attention_bias.to(q.dtype)
         if getattr(self.config, "_attn_implementation", None) == "eager":
             logits = torch.matmul(q, k.transpose(-1, -2)) * self.scaling  # (B, H, n, n)
             if attention_bias is not None:
                 logits = logits + attention_bias
+            if is_causal:
+                logits = logits.masked_fill(_future(n, logits.device), torch.finfo(logits.dtype).min)
             probs = self.attention_probs(torch.softmax(logits, dim=-1))
             out = torch.matmul(self.attention_dropout(probs), v)
         else:
@@ -109,6 +132,7 @@ class PosvizAttention(nn.Module):
                 q, k, v,
                 attn_mask=attention_bias,
                 dropout_p=self.attention_dropout.p if self.training else 0.0,
+                is_causal=is_causal,
                 scale=self.scaling,
             )  # (B, H, n, d_h); attn_mask (1 or B, H, n, n) is added to the scaled logits
         out = self.output_dropout(self.dense(out.transpose(1, 2).reshape(b, n, -1)))  # (B, n, hidden)
@@ -127,8 +151,9 @@ class PosvizLayer(nn.Module):
         self.activation = ACT2FN[config.hidden_act]
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
-        h = self.attention(hidden_states, attention_bias)
+    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, is_causal: bool = False) -> torch.Tensor:
+        h = self.attention(hidden_states, attention_bias, rotary=rotary, is_causal=is_causal)
         ffn = self.ffn_output(self.activation(self.ffn(h)))
         return self.full_layer_layer_norm(self.dropout(ffn) + h)
 
@@ -140,14 +165,28 @@ class PosvizLayerGroup(nn.Module):
         super().__init__()
         self.albert_layers = nn.ModuleList([PosvizLayer(config) for _ in range(config.inner_group_num)])
 
-    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, attention_bias: torch.Tensor | None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, is_causal: bool = False) -> torch.Tensor:
         for layer in self.albert_layers:
-            hidden_states = layer(hidden_states, attention_bias)
+            hidden_states = layer(hidden_states, attention_bias, rotary=rotary, is_causal=is_causal)
         return hidden_states
 
 
+def _future(n: int, device: torch.device) -> torch.Tensor:
+    """``(n, n)`` bool, true above the diagonal: the keys ``j > i`` a causal query may not see."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def _causal_mask(n: int, padding: torch.Tensor | None, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Additive mask ``(1 or B, 1, n, n)``: the dtype's minimum above the diagonal and on padded keys, else 0."""
+    low = torch.finfo(dtype).min
+    mask = torch.zeros(n, n, dtype=dtype, device=device).masked_fill(_future(n, device), low)[None, None]
+    # the minimum of both rather than their sum: two minima would overflow to -inf
+    return mask if padding is None else torch.minimum(mask, padding)
+
+
 def _with_padding(scores: torch.Tensor | None, padding: torch.Tensor | None) -> torch.Tensor | None:
-    """Additive SDPA mask: ``(1, H, n, n)`` positional scores plus ``(B, 1, 1, n)`` padding."""
+    """Additive SDPA mask: ``(1, H, n, n)`` positional scores plus ``(B, 1, 1, n)`` padding (or the causal mask)."""
     if scores is None:
         return padding
     scores = scores.unsqueeze(0)
@@ -155,7 +194,7 @@ def _with_padding(scores: torch.Tensor | None, padding: torch.Tensor | None) -> 
 
 
 class PosvizTransformer(nn.Module):
-    """Embedding→hidden mapping, the (shared) layer groups and the positional-score modules."""
+    """Embedding→hidden mapping, the (shared) layer groups, the positional-score modules and RoPE."""
 
     def __init__(self, config: PosvizAlbertConfig) -> None:
         super().__init__()
@@ -164,6 +203,7 @@ class PosvizTransformer(nn.Module):
         self.albert_layer_groups = nn.ModuleList([PosvizLayerGroup(config) for _ in range(config.num_hidden_groups)])
         count = config.num_position_score_modules
         self.position_scores = nn.ModuleList([build_position_scores(config) for _ in range(count)]) if count else None
+        self.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta) if config.position_scheme == "rope" else None
 
     def group_of_layer(self, layer: int) -> int:
         """Index of the layer group that runs layer ``layer``."""
@@ -178,12 +218,18 @@ class PosvizTransformer(nn.Module):
         n = hidden_states.shape[1]
         mods = self.position_scores
         per_layer = mods is not None and len(mods) > 1
+        causal = bool(getattr(self.config, "is_causal", False))
+        # Causal without any other mask: SDPA's own causal kernel (is_causal), no (n, n) mask at all.
+        fused_causal = causal and padding is None and mods is None
+        mask = _causal_mask(n, padding, hidden_states.dtype, hidden_states.device) if causal and not fused_causal else padding
+        rotary = self.rotary_emb(n) if self.rotary_emb is not None else None  # once per forward, for every layer
         # A shared positional term (H, n, n) is computed once per forward and reused by every layer.
-        bias = _with_padding(mods[0](n) if mods is not None and not per_layer else None, padding)
+        bias = _with_padding(mods[0](n) if mods is not None and not per_layer else None, mask)
         for i in range(self.config.num_hidden_layers):
             if per_layer:
-                bias = _with_padding(mods[i](n), padding)
-            hidden_states = self.albert_layer_groups[self.group_of_layer(i)](hidden_states, bias)
+                bias = _with_padding(mods[i](n), mask)
+            hidden_states = self.albert_layer_groups[self.group_of_layer(i)](hidden_states, bias, rotary=rotary,
+                                                                              is_causal=fused_causal)
             if collect is not None:
                 collect.append(hidden_states)
         return hidden_states
@@ -273,8 +319,9 @@ class PosvizModel(PosvizPreTrainedModel):
     ) -> BaseModelOutput:
         """Encode ``input_ids`` ``(batch, n)``; ``attention_mask`` is 1 for real tokens, 0 for padding.
 
-        ``position_ids`` only affect the absolute table; relative schemes use the
-        token index. With ``output_hidden_states``, ``hidden_states`` holds the
+        ``position_ids`` only affect the absolute and sinusoidal tables; relative
+        schemes and RoPE use the token index. A causal config (``is_causal``)
+        lets query ``i`` see keys ``j <= i`` only. With ``output_hidden_states``, ``hidden_states`` holds the
         embeddings mapped to the hidden size and the output of every layer (as
         ALBERT's), ``num_hidden_layers + 1`` tensors.
         """

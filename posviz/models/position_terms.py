@@ -16,8 +16,11 @@ scheme                    scores (per head, ``F[i, j]``, key ``j``, query ``i``)
                           [CLS] row and column included; the same in every layer
 ``absolute``              position-only logits of layer ``layer``, factored
                           (convention ``ln+type0`` by default)
+``sinusoidal``            the same, with the fixed table computed from the config
 ``absolute+tisa``         the absolute part plus TISA's ``f(j - i)``, dense
 ``none``                  no positional scores (error)
+``rope``                  no additive scores: RoPE rotates q and k (error; its
+                          per-head bands: ``posviz heads``, :mod:`posviz.extract.rope`)
 ========================  ======================================================
 """
 
@@ -56,7 +59,7 @@ def _from_model(model) -> _Weights:
         return state[min(hits, key=len)].detach().to("cpu", torch.float64).numpy()
 
     label = getattr(model.config, "_name_or_path", "") or type(model).__name__
-    return _Weights(model.config, get, label, f"model {type(model).__name__}")
+    return _Weights(model.config, _with_fixed_table(model.config, get), label, f"model {type(model).__name__}")
 
 
 def _from_checkpoint(spec) -> _Weights:
@@ -81,7 +84,26 @@ def _from_checkpoint(spec) -> _Weights:
     def get(suffix: str) -> np.ndarray:
         return ckpt.read(ckpt.require(suffix, "parameter"))
 
-    return _Weights(config, get, source.label, source.describe())
+    return _Weights(config, _with_fixed_table(config, get), source.label, source.describe())
+
+
+#: The name the learned table has; a sinusoidal model's fixed table is looked up under it too.
+TABLE = "embeddings.position_embeddings.weight"
+
+
+def _with_fixed_table(config, get: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
+    """``get``, with the sinusoidal table (computed from the config, ``max_position_embeddings`` rows) under the learned table's name."""
+    if not getattr(config, "uses_fixed_table", False):
+        return get
+
+    def with_table(suffix: str) -> np.ndarray:
+        if suffix == TABLE:
+            from posviz.read.embeddings import sinusoidal_embeddings
+
+            return sinusoidal_embeddings(config.max_position_embeddings, config.embedding_size)
+        return get(suffix)
+
+    return with_table
 
 
 def _weights(model) -> _Weights:
@@ -107,16 +129,17 @@ def _scheme_module(w: _Weights, index: int):
 
 
 def position_table(model) -> np.ndarray | None:
-    """The learned absolute position table E_P, rows = positions ``0 .. max-1`` (float64).
+    """The absolute position table E_P, rows = positions ``0 .. max-1`` (float64).
 
-    For ``absolute`` and ``absolute+tisa`` this is the table added to the input;
-    for TUPE it is the table of the untied positional term without its first row
-    (the extra [CLS]→others vector), so row ``i`` is position ``i``. Other schemes
-    have no table: ``None``.
+    For ``absolute`` and ``absolute+tisa`` this is the learned table added to the
+    input, for ``sinusoidal`` the fixed one (computed from the config, for
+    ``max_position_embeddings`` positions); for TUPE it is the table of the untied
+    positional term without its first row (the extra [CLS]→others vector), so row
+    ``i`` is position ``i``. Other schemes have no table: ``None``.
     """
     w = _weights(model)
-    if w.config.uses_absolute_table:
-        return w.get("embeddings.position_embeddings.weight")
+    if w.config.has_position_table:
+        return w.get(TABLE)
     if w.config.uses_tupe:
         return w.get("encoder.position_scores.0.position_embeddings.weight")[1:]
     return None
@@ -155,7 +178,7 @@ def positional_scores(
     Raises
     ------
     PosvizError
-        Scheme ``none``, ``layer`` or ``n`` out of range, unreadable checkpoint.
+        Scheme ``none`` or ``rope``, ``layer`` or ``n`` out of range, unreadable checkpoint.
 
     Examples
     --------
@@ -177,6 +200,9 @@ def positional_scores(
     scheme = cfg.position_scheme
     if scheme == "none":
         raise UnsupportedModelError(f"{w.label}: position_scheme 'none' adds no positional scores")
+    if scheme == "rope":
+        raise UnsupportedModelError(f"{w.label}: position_scheme 'rope' rotates queries and keys and adds no positional scores",
+                                    "`posviz heads` shows its per-head RoPE bands and probe profiles")
     if not 0 <= layer < cfg.num_hidden_layers:
         raise OptionError(f"layer {layer} is out of range", f"the model has layers 0-{cfg.num_hidden_layers - 1}")
     n = cfg.max_position_embeddings if n is None else int(n)
@@ -194,14 +220,18 @@ def positional_scores(
         "what": "positional part of each head's attention logits",
         "offset": "k = j - i (key minus query)",
     }
+    if getattr(cfg, "is_causal", False):
+        meta["causal"] = True  # the model masks k = j - i > 0: those entries never reach a softmax
     left = right = None
-    if cfg.uses_absolute_table:
+    if cfg.has_position_table:
         group = int(layer / (cfg.num_hidden_layers / cfg.num_hidden_groups))
         left, right = absolute_head_factors(
             w.get, group=group, heads=cfg.num_attention_heads, n=n, layer_norm_eps=cfg.layer_norm_eps, convention=convention
         )
         meta.update(convention=convention, scale=f"1/sqrt({cfg.head_dim})", layer_group=group)
-        if scheme == "absolute":
+        if cfg.uses_fixed_table:
+            meta["table"] = "fixed sinusoidal (Vaswani et al.), computed from the config"
+        if scheme in ("absolute", "sinusoidal"):
             return PositionalScores.from_factors(left, right, **meta, shared_across_layers=cfg.num_hidden_groups == 1)
     meta["shared_across_layers"] = shared
     module = _scheme_module(w, 0 if shared else layer)

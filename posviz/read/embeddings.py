@@ -60,6 +60,8 @@ class PositionEmbeddings:
         Commit hash or package version, when known.
     config
         The model's config (empty for synthetic controls).
+    fixed
+        The kind of a table computed from the config rather than read (``sinusoidal``), else ``None``.
     """
 
     matrix: np.ndarray
@@ -74,6 +76,7 @@ class PositionEmbeddings:
     dtype: str
     revision: str | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)
+    fixed: str | None = None
 
     @property
     def n(self) -> int:
@@ -247,6 +250,8 @@ def load_position_embeddings(
     ckpt = checkpoint if checkpoint is not None else Checkpoint(source)
     fam = _family(ckpt)
     tab = fam.table(table)
+    if tab.fixed:
+        return _fixed_table(source, fam, tab.fixed, sl)
     name = ckpt.find(tab.suffix)
     if name is None:
         raise CheckpointError(
@@ -277,6 +282,19 @@ def load_position_embeddings(
         dtype=ckpt.dtype(name),
         revision=source.revision,
         config=source.config,
+    )
+
+
+def _fixed_table(source: Source, fam: Family, kind: str, sl: slice | None) -> PositionEmbeddings:
+    """A table the model computes rather than stores (posviz ``sinusoidal``), from its config: as many rows as it trained on."""
+    config = source.config
+    n, d = int(config["max_position_embeddings"]), int(config["embedding_size"])
+    start, stop = _kept(sl, n)
+    matrix = sinusoidal_embeddings(n, d)[start:stop]
+    return PositionEmbeddings(
+        matrix=matrix, model=source.label, source=source.describe(), family=fam.name, table="positions",
+        tensor=f"(fixed {kind} table, {n}x{d}, computed from config.json)", stored_rows=n, row_offset=0,
+        positions=(start, stop), dtype="float64", revision=source.revision, config=config, fixed=kind,
     )
 
 

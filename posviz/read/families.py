@@ -45,10 +45,14 @@ class PositionTable:
         Name shown to users (``positions``, ``encoder``, ``decoder``).
     suffix
         Tensor-name suffix in the checkpoint.
+    fixed
+        For a table that is not stored but computed from the config (``sinusoidal``:
+        posviz models of that scheme), its kind; ``suffix`` is then only a label.
     """
 
     label: str
     suffix: str
+    fixed: str | None = None
 
 
 def _padding_offset(config: Mapping[str, Any]) -> int:
@@ -159,7 +163,11 @@ _POSVIZ_NOTES = {
     "tisa": "TISA adds a learned translation-invariant score f(j - i) per head instead of absolute positions",
     "t5": "this model adds a learned T5 relative bucket bias per head instead of absolute positions",
     "alibi": "this model adds a fixed linear distance bias per head (ALiBi) instead of absolute positions",
+    "rope": "this model rotates queries and keys (RoPE) instead of adding absolute positions",
 }
+
+#: The fixed table of ``position_scheme="sinusoidal"``: computed from the config, never stored.
+_SINUSOIDAL = (PositionTable("positions", "embeddings.position_embeddings.weight", fixed="sinusoidal"),)
 
 
 def _posviz_albert(config: Mapping[str, Any]) -> Family:
@@ -168,6 +176,10 @@ def _posviz_albert(config: Mapping[str, Any]) -> Family:
     types = (POSVIZ_MODEL_TYPE,)
     if scheme in ("absolute", "absolute+tisa"):
         return Family(name, types, "learned", _POS)
+    if scheme == "sinusoidal":
+        return Family(name, types, "learned", _SINUSOIDAL)
+    if scheme == "rope":
+        return Family(name, types, "rotary", note=_POSVIZ_NOTES["rope"])
     if scheme in ("tupe-a", "tupe-r"):
         table = PositionTable("positions", "encoder.position_scores.0.position_embeddings.weight")
         return Family(name, types, "learned", (table,), first_row=1,

@@ -3,7 +3,9 @@
 One :class:`RopeLayout` per ``model_type``: query/key projections (separate, or fused
 as GPT-NeoX's per-head ``[q, k, v]`` or Phi-3's ``[Q; K; V]`` row blocks), the layer's
 input norm, QK norms, the token embedding, the pairing of rotated dimensions and the
-logit scale, each mirroring the Hugging Face implementation. See ARCHITECTURE.md.
+logit scale, each mirroring the Hugging Face implementation. Models trained by
+``posviz train --scheme rope`` (``posviz-albert``) get theirs from the config
+(:func:`posviz_layout`): ALBERT's layer groups share one set of weights. See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from posviz.errors import UnsupportedModelError
-from posviz.read.families import HEAD_KEYS, config_value
+from posviz.read.families import HEAD_KEYS, POSVIZ_MODEL_TYPE, config_value
 
 #: ``rms``: ``x / rms(x) * w``; ``rms1p``: Gemma's ``* (1 + w)``; ``layer``: LayerNorm (weight, bias);
 #: ``layer_plain``: LayerNorm without parameters (OLMo).
@@ -47,6 +49,9 @@ class RopeLayout:
         Config key of ``query_pre_attn_scalar`` (logit scale ``value^-1/2``), else ``1/sqrt(d_h)``.
     refuse
         Config key that, when true, makes the layout unsupported (with the reason).
+    layer_index
+        The tensor index of each layer where layers share weights (ALBERT's layer
+        groups: ``{layer}`` in the names is the group); empty: layer ``L`` is ``L``.
     """
 
     query: str
@@ -64,6 +69,7 @@ class RopeLayout:
     pairing: Literal["half", "interleaved"] = "half"
     scale_key: str | None = None
     refuse: tuple[str, str] | None = None
+    layer_index: tuple[int, ...] = ()
 
     def eps(self, config: Mapping[str, Any]) -> float:
         """Norm epsilon used by the implementation."""
@@ -71,7 +77,7 @@ class RopeLayout:
 
     def name(self, module: str, layer: int) -> str:
         """A module suffix for one layer."""
-        return module.format(layer=layer)
+        return module.format(layer=self.layer_index[layer] if self.layer_index else layer)
 
 
 _LLAMA = RopeLayout("layers.{layer}.self_attn.q_proj", "layers.{layer}.self_attn.k_proj",
@@ -100,6 +106,23 @@ ROPE_LAYOUTS: dict[str, RopeLayout] = {
 }
 
 
+def posviz_layout(config: Mapping[str, Any]) -> RopeLayout:
+    """The layout of a ``posviz train --scheme rope`` model (ALBERT-style, post-LayerNorm).
+
+    Attention sees the previous layer's output (already layer-normalised, as OLMo 2's
+    post-norm layers do), so no input norm is folded in; layer ``L`` uses the
+    weights of group ``int(L / (layers / groups))``. The token embedding is
+    ``embedding_size`` wide and reaches the first layer through the embedding
+    LayerNorm and ``embedding_hidden_mapping_in`` (the probe follows that path:
+    :mod:`posviz.extract.posviz_trained`).
+    """
+    layers, groups = int(config["num_hidden_layers"]), int(config.get("num_hidden_groups", 1))
+    att = "encoder.albert_layer_groups.{layer}.albert_layers.0.attention."
+    return RopeLayout(att + "query", att + "key", None, None, eps_keys=("layer_norm_eps",), eps_default=1e-12,
+                      embed="embeddings.word_embeddings", pairing="half",
+                      layer_index=tuple(int(L / (layers / groups)) for L in range(layers)))
+
+
 def rope_layout(config: Mapping[str, Any]) -> RopeLayout:
     """The rotary layout of a config.
 
@@ -109,6 +132,8 @@ def rope_layout(config: Mapping[str, Any]) -> RopeLayout:
         An unknown ``model_type`` (or a variant posviz does not fold in), with the way out.
     """
     model_type = str(config.get("model_type", ""))
+    if model_type == POSVIZ_MODEL_TYPE and config.get("position_scheme") == "rope":
+        return posviz_layout(config)
     layout = ROPE_LAYOUTS.get(model_type)
     hint = "`--probe content-free` shows the weight-free kernel sum_b cos(k theta_b) instead"
     if layout is None:

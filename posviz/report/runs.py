@@ -3,7 +3,7 @@
 A folder is a run when it holds the run's training log (``trajectory.json``,
 :mod:`posviz.train.log`). Its item carries the log (:class:`RunInfo`, for the
 training section and the ALBERT figure's trajectory panel) and, when the scheme
-has a position table (``absolute``, ``absolute+tisa``, ``tupe-a``, ``tupe-r``), the
+has a position table (``absolute``, ``absolute+tisa``, ``tupe-a``, ``tupe-r``, ``sinusoidal``), the
 table and score of its final checkpoint, so that the summary table and the
 heatmaps show the trained P like any model's.
 """

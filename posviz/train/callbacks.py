@@ -1,7 +1,8 @@
 """What a run does besides optimizing: evaluation metrics, Toeplitzness, logs, manifests, progress.
 
-* :func:`masked_accuracy` and :func:`argmax_logits`: the Trainer's
-  ``compute_metrics`` and ``preprocess_logits_for_metrics``;
+* :func:`masked_accuracy` (:func:`next_token_accuracy` for causal-LM runs) and
+  :func:`argmax_logits`: the Trainer's ``compute_metrics`` and
+  ``preprocess_logits_for_metrics``;
 * :func:`measure_positions`: the Toeplitzness of a live model (the one place the
   training code calls the Toeplitz scoring);
 * :func:`make_callbacks`: Trainer callbacks that add those fields to each
@@ -30,6 +31,14 @@ def masked_accuracy(eval_pred) -> dict[str, float]:
     return {"accuracy": float((preds[keep] == labels[keep]).mean()) if keep.any() else float("nan")}
 
 
+def next_token_accuracy(eval_pred) -> dict[str, float]:
+    """Share of next tokens predicted exactly: the prediction at ``i`` against the label at ``i + 1`` (causal LM)."""
+
+    preds, labels = eval_pred.predictions[:, :-1], eval_pred.label_ids[:, 1:]
+    keep = labels != -100
+    return {"accuracy": float((preds[keep] == labels[keep]).mean()) if keep.any() else float("nan")}
+
+
 def argmax_logits(logits, labels):
     """Keep only predicted ids during evaluation (never the full vocabulary logits)."""
     return logits.argmax(dim=-1)
@@ -41,7 +50,7 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
     Parameters
     ----------
     model
-        A ``PosvizForMaskedLM``.
+        A ``PosvizForMaskedLM`` or ``PosvizForCausalLM``.
     n
         Positions scored (the first ``n``; ``None``: all).
 
@@ -65,7 +74,7 @@ def measure_positions(model, n: int | None = None) -> dict[str, Any]:
             s = score_embeddings(table[:n] if n else table, null_draws=5, seed=0)
             out.update(toeplitzness_ep=s.toeplitzness, toeplitzness_ep_offdiag=s.toeplitzness_offdiag, null_ep=s.null_mean,
                        excess_ep=s.excess, null_ep_offdiag=s.null_mean_offdiag, excess_ep_offdiag=s.excess_offdiag)
-        if model.config.position_scheme != "none":
+        if model.config.position_scheme not in ("none", "rope"):  # RoPE adds no scores: its bands are `posviz heads`
             t = score(positional_scores(model, layer=0, n=n), null=False)
             out["toeplitzness_heads"] = [float(x) for x in t.toeplitzness]
             out["toeplitzness_heads_mean"] = float(t.toeplitzness.mean())

@@ -1,10 +1,12 @@
-"""Batches for masked-LM training: the blocks dataset, the seeded MLM collator, the held-out set masked once.
+"""Batches for training: the blocks dataset, the seeded MLM collator, the held-out set masked once; causal-LM labels.
 
 Masking is transformers' :class:`~transformers.DataCollatorForLanguageModeling`
 (15% of the tokens; of those 80% ``[MASK]``, 10% random, 10% kept). posviz
 seeds it per batch so that a resumed run masks exactly as an uninterrupted one,
 and masks the held-out set once so that every evaluation of every run scores
-the same tokens (see ARCHITECTURE.md).
+the same tokens. A causal-LM run (``--objective causal``) needs no randomness:
+its labels are the input ids (what ``DataCollatorForLanguageModeling(mlm=False)``
+gives), shifted inside the model (see ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -93,3 +95,48 @@ def mask_once(tokenizer: Any, blocks, seed: int = EVAL_MASK_SEED) -> Blocks:
     ids = torch.as_tensor(blocks)
     batch = MlmCollator(tokenizer, seed)([{"input_ids": b, "index": i} for i, b in enumerate(ids)])
     return Blocks(batch["input_ids"], batch["labels"])
+
+
+def causal_labels(input_ids, pad_token_id: int | None):
+    """Labels of a causal-LM batch ``(B, n)``: the input ids, ``-100`` on padding and at position 0.
+
+    Position 0 ([CLS]) is never a next-token target (the model scores ``logits[:, i]``
+    against ``labels[:, i + 1]``); marking it ``-100`` makes the count of scored
+    tokens the same whether ``Trainer`` counts ``labels`` or ``labels[:, 1:]``
+    (transformers versions differ), so the loss under gradient accumulation does not
+    depend on the version.
+    """
+    labels = input_ids.clone()
+    if pad_token_id is not None:
+        labels[input_ids == pad_token_id] = -100
+    labels[:, 0] = -100
+    return labels
+
+
+class CausalCollator:
+    """Next-token batches: ``input_ids`` and their :func:`causal_labels`; held-out batches pass through.
+
+    Parameters
+    ----------
+    tokenizer
+        The run's tokenizer (its padding id).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.pad_token_id = tokenizer.pad_token_id
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        ids = torch.stack([e["input_ids"] for e in examples])
+        if "labels" in examples[0]:
+            return {"input_ids": ids, "labels": torch.stack([e["labels"] for e in examples])}
+        return {"input_ids": ids, "labels": causal_labels(ids, self.pad_token_id)}
+
+
+def causal_eval_set(tokenizer: Any, blocks) -> Blocks:
+    """The held-out blocks of a causal-LM run with their :func:`causal_labels` (every next token is scored)."""
+    import torch
+
+    ids = torch.as_tensor(blocks)
+    return Blocks(ids, causal_labels(ids, tokenizer.pad_token_id))

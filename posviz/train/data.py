@@ -9,6 +9,7 @@ A run's data is built in three steps, put together by :func:`prepare_run_data`
    (:func:`make_blocks`);
 2. :func:`split_blocks`: a held-out set chosen with a fixed seed (:data:`SPLIT_SEED`,
    not the run's ``--seed``, so runs share one evaluation set) and masked once
+   (causal-LM runs: labelled for next-token prediction)
    (:func:`posviz.train.collate.mask_once`); the rest is the training set, or the
    share ``--train-fraction`` of it (:func:`training_subset`);
 3. :func:`fingerprint`: a hash of the blocks, recorded in ``run.json`` with the
@@ -66,7 +67,7 @@ def prepare_run_data(options: TrainOptions, *, resume: bool, main: bool = True, 
     from posviz.train import run_folder as folder
 
     tokenizer, blocks, corpus = tokenize_corpus(options, options.out / folder.TOKENIZER_DIR)
-    train_set, eval_set = split_blocks(tokenizer, blocks, options.max_eval_blocks, options.train_fraction)
+    train_set, eval_set = split_blocks(tokenizer, blocks, options.max_eval_blocks, options.train_fraction, options.objective)
     info = {**options.to_json(), **corpus, "data_fingerprint": fingerprint(blocks), "train_blocks": len(train_set),
             "eval_blocks": len(eval_set), "world_size": world_size, "global_batch_size": world_size * options.batch_size}
     if resume or not main:
@@ -116,11 +117,14 @@ def tokenize_corpus(options: TrainOptions, tokenizer_dir: Path) -> tuple[Any, An
     return tokenizer, blocks, corpus_identity(texts)
 
 
-def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int, train_fraction: float = 1.0) -> tuple[Blocks, Blocks]:
+def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int, train_fraction: float = 1.0,
+                 objective: str = "mlm") -> tuple[Blocks, Blocks]:
     """Training and held-out sets: 5% of the blocks (at most ``max_eval_blocks``) held out, masked once.
 
     ``train_fraction`` below 1 keeps that share of the training blocks
-    (:func:`training_subset`); the held-out set does not change with it.
+    (:func:`training_subset`); the held-out set does not change with it. For
+    ``objective="causal"`` the same held-out blocks are labelled for next-token
+    prediction instead of masked (:func:`posviz.train.collate.causal_eval_set`).
 
     Returns
     -------
@@ -130,11 +134,12 @@ def split_blocks(tokenizer: Any, blocks, max_eval_blocks: int, train_fraction: f
     import numpy as np
     import torch
 
-    from posviz.train.collate import Blocks, mask_once
+    from posviz.train.collate import Blocks, causal_eval_set, mask_once
 
     order = np.random.default_rng(SPLIT_SEED).permutation(len(blocks))
     n_eval = min(max_eval_blocks, max(1, len(blocks) // 20))
-    eval_set = mask_once(tokenizer, blocks[np.sort(order[:n_eval])])
+    held_out = blocks[np.sort(order[:n_eval])]
+    eval_set = causal_eval_set(tokenizer, held_out) if objective == "causal" else mask_once(tokenizer, held_out)
     train_rows = np.sort(order[n_eval:])
     train_set = Blocks(torch.as_tensor(blocks[train_rows[training_subset(len(train_rows), train_fraction)]]))
     return train_set, eval_set

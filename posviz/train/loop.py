@@ -52,11 +52,11 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     from transformers import Trainer
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from posviz.models import PosvizForMaskedLM
+    from posviz.models import PosvizForCausalLM, PosvizForMaskedLM
     from posviz.read.manifests import checkpoint_step
     from posviz.train import run_folder as folder
-    from posviz.train.callbacks import argmax_logits, make_callbacks, masked_accuracy
-    from posviz.train.collate import MlmCollator
+    from posviz.train.callbacks import argmax_logits, make_callbacks, masked_accuracy, next_token_accuracy
+    from posviz.train.collate import CausalCollator, MlmCollator
     from posviz.train.data import prepare_run_data
     from posviz.train.options import model_config, precision_flags, training_arguments
     from posviz.train.processes import checked_alike, decided_by_main, main_first
@@ -80,7 +80,8 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     # -- model --
     config = model_config(options, tokenizer)
     transformers.set_seed(options.seed)
-    model = PosvizForMaskedLM(config)
+    causal = options.objective == "causal"
+    model = (PosvizForCausalLM if causal else PosvizForMaskedLM)(config)
     parameters = sum(p.numel() for p in model.parameters())
     if on_update:
         on_update("setup", {"parameters": parameters, "train_blocks": len(train_set), "eval_blocks": len(eval_set),
@@ -92,9 +93,9 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
         args=args,
         train_dataset=train_set,
         eval_dataset=eval_set,
-        data_collator=MlmCollator(tokenizer, options.seed),
+        data_collator=CausalCollator(tokenizer) if causal else MlmCollator(tokenizer, options.seed),
         **trainer_tokenizer_kwargs(tokenizer),
-        compute_metrics=masked_accuracy,
+        compute_metrics=next_token_accuracy if causal else masked_accuracy,
         preprocess_logits_for_metrics=argmax_logits,
         callbacks=make_callbacks(options.out, run_info, on_update),
     )

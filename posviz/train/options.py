@@ -19,11 +19,13 @@ from posviz.errors import OptionError
 #: Default peak learning rates per size (linear warm-up over 10% of the steps, then linear decay).
 LEARNING_RATES = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: Training objectives: masked LM (bidirectional, the default) or causal LM (next token, causal mask).
+OBJECTIVES = ("mlm", "causal")
 
 #: Options that define a run; ``--resume`` refuses to change them.
 FIXED_OPTIONS = (
     "scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size",
-    "tisa_kernels", "shared_layers", "dropout", "train_fraction",
+    "tisa_kernels", "shared_layers", "dropout", "train_fraction", "objective", "rope_base", "rotary_fraction",
 )
 
 
@@ -67,6 +69,12 @@ class TrainOptions:
         for every ``--seed``; smaller fractions are subsets of larger ones). The
         tokenizer and the held-out set still come from the whole corpus, so runs
         with different fractions are evaluated on the same held-out blocks.
+    objective
+        ``mlm`` (masked LM, bidirectional attention: the default) or ``causal``
+        (next-token LM under a causal mask; :class:`~posviz.models.PosvizForCausalLM`).
+    rope_base, rotary_fraction
+        RoPE's base (``rope_theta``) and the share of each head's dimensions that
+        rotate (``partial_rotary_factor``); used by ``scheme="rope"`` only.
     """
 
     scheme: str
@@ -89,6 +97,9 @@ class TrainOptions:
     max_eval_blocks: int = 256
     dropout: float = 0.0
     train_fraction: float = 1.0
+    objective: str = "mlm"
+    rope_base: float = 10000.0
+    rotary_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         from posviz.models.configuration_posviz import SCHEMES, SIZES
@@ -113,10 +124,19 @@ class TrainOptions:
             (self.learning_rate > 0, "--lr must be positive", None),
             (0 <= self.dropout < 1, f"--dropout must be at least 0 and below 1, not {self.dropout}", None),
             (0 < self.train_fraction <= 1, f"--train-fraction must be above 0 and at most 1, not {self.train_fraction}", None),
+            (self.objective in OBJECTIVES, f"unknown objective {self.objective!r}", f"choose one of {', '.join(OBJECTIVES)}"),
+            (self.rope_base > 1, f"--rope-base must be above 1, not {self.rope_base:g}", None),
+            (0 < self.rotary_fraction <= 1, f"--rotary-fraction must be above 0 and at most 1, not {self.rotary_fraction:g}", None),
         ]
         for ok, message, hint in checks:
             if not ok:
                 raise OptionError(message, hint)
+        head_dim = SIZES[self.size]["hidden_size"] // SIZES[self.size]["num_attention_heads"]
+        rotated = int(head_dim * self.rotary_fraction)
+        if self.scheme == "rope" and (rotated < 2 or rotated % 2):
+            raise OptionError(f"--rotary-fraction {self.rotary_fraction:g} rotates {rotated} of the {head_dim} dimensions of a "
+                              f"{self.size} head; RoPE rotates pairs, so it must be an even number (at least 2)",
+                              f"for example --rotary-fraction {max(2, rotated - rotated % 2) / head_dim:g}")
 
     def to_json(self) -> dict[str, Any]:
         """Plain-JSON dict of the options (``run.json``)."""
@@ -195,13 +215,16 @@ def training_arguments(options: TrainOptions, flags: dict[str, Any]):
 
 
 def model_config(options: TrainOptions, tokenizer: Any):
-    """The model configuration of a run: its size, scheme and block length, the tokenizer's special ids."""
+    """The model configuration of a run: its size, scheme, objective and block length, the tokenizer's special ids."""
     from posviz.models import SIZES, PosvizAlbertConfig
 
     return PosvizAlbertConfig(
         vocab_size=len(tokenizer),
         max_position_embeddings=options.seq_len,
         position_scheme=options.scheme,
+        rope_theta=options.rope_base,
+        partial_rotary_factor=options.rotary_fraction,
+        is_causal=options.objective == "causal",
         tisa_kernels=options.tisa_kernels,
         num_hidden_groups=1 if options.shared_layers else SIZES[options.size]["num_hidden_layers"],
         hidden_dropout_prob=options.dropout,

@@ -102,13 +102,14 @@ def summary_lines(result: TrainResult) -> list[str]:
     per_step = result.seconds / max(result.steps_run, 1)
     device = result.device if result.world_size == 1 else f"{result.world_size} processes, {result.device}, global batch {result.world_size * o.batch_size}"
     lines = [
-        f"run         {o.out}  (scheme {o.scheme}, size {o.size}, {result.parameters / 1e6:.2f}M parameters, seq {o.seq_len}, seed {o.seed}"
+        f"run         {o.out}  (scheme {o.scheme}" + (", causal LM" if o.objective == "causal" else "") + f", size {o.size}, {result.parameters / 1e6:.2f}M parameters, seq {o.seq_len}, seed {o.seed}"
         + (f", dropout {o.dropout:g}" if o.dropout else "") + f", {device})",
         f"training    {result.steps_run} steps in {result.seconds:.1f} s ({per_step:.3f} s/step)"
         + (f", resumed from {result.resumed_from.name}" if result.resumed_from else "")
         + f"; {result.train_blocks} training blocks" + (f" (--train-fraction {o.train_fraction:g})" if o.train_fraction < 1 else "")
         + f", {result.eval_blocks} held-out",
-        f"eval        loss {arrow('eval_loss', '{:.3f}')}, masked-token accuracy {arrow('eval_accuracy')}"
+        f"eval        {'next-token ' if o.objective == 'causal' else ''}loss {arrow('eval_loss', '{:.3f}')}, "
+        f"{'next' if o.objective == 'causal' else 'masked'}-token accuracy {arrow('eval_accuracy')}"
         + (f"  (steps {first.get('step')} → {last.get('step')})" if r else ""),
     ]
     if last.get("toeplitzness_ep") is not None:  # the headline variant first (posviz.toeplitz.headline)

@@ -82,3 +82,22 @@ def test_checkpoint_of_a_run_loads_its_encoder_and_a_new_head(absolute_run):
     new = sorted(k for k in state if k not in saved)
     assert new == ["albert.pooler.bias", "albert.pooler.weight", "classifier.bias", "classifier.weight"]
     assert float(state["classifier.weight"].std()) == pytest.approx(model.config.initializer_range, rel=0.5)
+
+
+@pytest.mark.parametrize("scheme", ["rope", "none", "alibi"])
+def test_a_causal_model_is_classified_on_its_last_real_token(scheme):
+    """Under the causal mask [CLS] sees only itself: the head reads the last non-padding token, as GPT-2's classifier."""
+    torch.manual_seed(0)
+    model = PosvizForSequenceClassification(PosvizAlbertConfig(**TINY, position_scheme=scheme, is_causal=True)).eval()
+    ids, mask = _batch()
+    with torch.no_grad():
+        hidden = model.albert(ids, attention_mask=mask).last_hidden_state
+        last = torch.tensor([11, 11, 11, 7])  # the last row is padded from position 8
+        want = model.classifier(model.albert.pooler_activation(model.albert.pooler(hidden[torch.arange(4), last])))
+        got = model(ids, attention_mask=mask).logits
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        # what follows the last real token (padding) changes nothing; without a mask the last position is read
+        other = ids.clone()
+        other[-1, 8:] = 0
+        torch.testing.assert_close(model(other, attention_mask=mask).logits, got, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model(ids[:3]).logits, got[:3], rtol=1e-5, atol=1e-6)

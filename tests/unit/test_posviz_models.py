@@ -68,7 +68,7 @@ def test_every_scheme_trains_on_cpu_and_round_trips(scheme, tmp_path):
     # 30 Adam steps on one batch leave 0.11-0.17 of the first loss (every scheme, init and batch seeds 0-9; the batch
     # is random ids, no corpus): below half is far inside that, and still says the model trains.
     assert losses[-1] < 0.5 * losses[0]
-    if scheme not in ("none", "alibi"):  # the positional parameters receive gradient (ALiBi has none)
+    if scheme not in ("none", "alibi", "rope", "sinusoidal"):  # the positional parameters receive gradient (these have none)
         pos = [p for n, p in model.named_parameters() if "position" in n]
         assert pos and all(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in pos)
     model.eval()
@@ -80,7 +80,7 @@ def test_every_scheme_trains_on_cpu_and_round_trips(scheme, tmp_path):
         torch.testing.assert_close(loaded(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("scheme", ["absolute", "tisa", "tupe-r", "t5", "alibi"])
+@pytest.mark.parametrize("scheme", ["absolute", "tisa", "tupe-r", "t5", "alibi", "rope", "sinusoidal"])
 def test_padding_does_not_change_real_tokens(scheme):
     model = tiny(scheme)
     ids, _ = batch(b=1, n=12)
@@ -127,7 +127,7 @@ def test_unshared_tisa_has_one_module_per_layer():
     assert tisa_params == 3 * 3 * 5 * 4  # layers x 3 parameters x S kernels x heads
 
 
-@pytest.mark.parametrize("scheme", ["absolute", "tisa", "tupe-r"])
+@pytest.mark.parametrize("scheme", ["absolute", "tisa", "tupe-r", "rope", "sinusoidal"])
 def test_cpu_bf16_autocast_forward_and_backward(scheme):
     model = tiny(scheme)
     ids, mask = batch()
@@ -144,7 +144,7 @@ def test_cpu_bf16_autocast_forward_and_backward(scheme):
 
 def test_config_rejects_unknown_scheme_and_bad_sizes():
     with pytest.raises(ValueError, match="position_scheme"):
-        PosvizAlbertConfig(position_scheme="rope")
+        PosvizAlbertConfig(position_scheme="spiral")
     with pytest.raises(ValueError, match="multiple"):
         PosvizAlbertConfig(hidden_size=30, num_attention_heads=4)
 

@@ -5,8 +5,24 @@ added to ``q k^T * scale`` before the softmax (``F[i, j]`` for query ``i`` and k
 ``j``; offsets ``k = j - i``). Translation-invariant schemes also expose
 ``offsets(n) -> (heads, 2n - 1)``, the values ``f(k)`` for ``k = -(n-1) .. n-1``,
 which the analysis reads as an exactly Toeplitz :class:`~posviz.positional_scores.PositionalScores`.
-The learned absolute table (``absolute``) is added to the input instead and has
-no such module; see :mod:`posviz.models.schemes.absolute`.
+The learned absolute table (``absolute``) and the fixed sinusoidal one
+(``sinusoidal``, :mod:`posviz.models.schemes.sinusoidal`) are added to the input
+instead and have no such module; see :mod:`posviz.models.schemes.absolute`.
+RoPE (:mod:`posviz.models.schemes.rope`) rotates q and k rather than adding a
+score, so it has none either.
+
+============  =======================================  ==========================
+scheme        where positions enter                     longer than the training
+============  =======================================  ==========================
+absolute      learned table E_P + input                 ``ValueError``
+absolute+tisa learned table + TISA's ``f(j - i)``       ``ValueError``
+tupe-a/-r     untied term from a learned table          ``ValueError``
+none          nowhere (NoPE under the causal mask)      any length
+tisa, t5,     ``f(j - i)`` added to the logits          any length
+alibi
+rope          rotation of q and k                       any length
+sinusoidal    fixed table + input                       any length
+============  =======================================  ==========================
 
 Fixed tables (T5 bucket ids, ALiBi slopes, TUPE-R bucket ids) are computed by
 :mod:`posviz.schemes`, the numpy math the analysis uses too, and registered as
@@ -27,7 +43,7 @@ __all__ = ["AlibiScores", "T5Scores", "TisaScores", "TupeScores", "build_positio
 
 
 def build_position_scores(config) -> nn.Module | None:
-    """The positional-score module a config asks for (``None`` for ``absolute``/``none``).
+    """The positional-score module a config asks for (``None`` for ``absolute``, ``none``, ``rope``, ``sinusoidal``).
 
     Parameters
     ----------
@@ -49,7 +65,8 @@ def build_position_scores(config) -> nn.Module | None:
             max_distance=config.relative_attention_max_distance,
         )
     if scheme == "t5":
-        return T5Scores(heads, config.max_position_embeddings, config.relative_attention_num_buckets, config.relative_attention_max_distance)
+        return T5Scores(heads, config.max_position_embeddings, config.relative_attention_num_buckets,
+                        config.relative_attention_max_distance, bidirectional=not getattr(config, "is_causal", False))
     if scheme == "alibi":
         return AlibiScores(heads)
     return None

@@ -1,8 +1,10 @@
 """ALiBi (Press et al., 2022), symmetric for an encoder: ``f_h(k) = -m_h * |k|``.
 
 The slopes ``m_h`` come from :func:`posviz.schemes.alibi.slopes` (the same
-numbers the analysis of BLOOM-style models uses); nothing is learned. See
-ARCHITECTURE.md.
+numbers the analysis of BLOOM-style models uses); nothing is learned. Under the
+causal mask of a causal model the keys a query sees have ``k <= 0``, where the
+bias is ``-m_h (i - j)``: exactly Press et al.'s causal ALiBi. Any length runs
+(the offsets are computed for the actual ``n``). See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
