@@ -20,7 +20,19 @@ try:  # recent typer releases vendor click; older ones use the click package
 except ImportError:  # pragma: no cover
     from click import exceptions as _click_exc
 
-from posviz.cli import attention, explore, extrapolate, finetune, heads, heatmap, hidden, report, toeplitzness, train, trajectory
+from posviz.cli import (
+    attention,
+    explore,
+    extrapolate,
+    finetune,
+    heads,
+    heatmap,
+    hidden,
+    report,
+    toeplitzness,
+    train,
+    trajectory,
+)
 from posviz.cli.messages import INTERRUPTED, print_error
 from posviz.errors import PosvizError
 
