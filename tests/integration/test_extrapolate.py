@@ -286,3 +286,18 @@ def test_subprocess_table(models, corpus):
     assert out.returncode == 0, out.stderr
     assert "masked LM: 15% of the scored text tokens" in out.stdout and "sha256" in out.stdout
     assert len([line for line in out.stdout.splitlines() if "unscaled" in line]) == 2
+
+
+def test_report_extrapolate_section_is_opt_in(models, corpus, tmp_path):
+    import pypdf
+
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(out), "--extrapolate-lengths",
+                                   "16,48", "--extrapolate-corpus", str(corpus), "--extrapolate-max-blocks", "2"])
+    assert res.exit_code == 0, res.output
+    assert "extrapolate" in res.stderr.split("sections:")[1]
+    text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
+    assert "Beyond the trained length" in text and "Press" in text and "causal: mean next-token NLL" in text
+    bad = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(tmp_path / "b.pdf"),
+                                   "--extrapolate-lengths", "16,x"])
+    assert bad.exit_code == 2 and "'x' is not a length" in bad.output and not (tmp_path / "b.pdf").exists()
