@@ -1,4 +1,4 @@
-"""Benchmark 13: ``posviz extrapolate`` at one length against a plain forward with ``output_attentions=True``.
+"""Benchmark 14: ``posviz extrapolate`` at one length against a plain forward with ``output_attentions=True``.
 
 In one process, on one random LLaMA-shaped causal LM (eager attention; default 6 layers, 8 heads, hidden 512,
 vocabulary 8000) and the same B windows of n random tokens, timed alternately R times after one warm-up round:
