@@ -240,12 +240,13 @@ def extrapolate_table(result: Any) -> str:
                   ("n/a" + mark) if r.loss is None else f"{r.loss:.4f}", "—" if r.perplexity is None else f"{r.perplexity:.2f}",
                   str(r.tokens), *(num[k] for k in ("entropy", "entropy_normalised", "max_weight", "sink_mass",
                                                     "positional_share", "toeplitzness_offdiag")))
-    console = Console(width=140, record=True, file=io.StringIO())
+    console = Console(width=max(140, 118 + max(len(r.model) + len(r.variant) for r in result.runs)), record=True,
+                      file=io.StringIO())
     console.print(t)
     protocols = sorted({f"{r.model}: {r.protocol}; {r.layout}" for r in result.runs})
-    lines = ["Loss: mean NLL per scored token (nats), ppl = exp(loss); trained: the model's training length. Attention "
-             "columns: means over the measured heads of entropy (nats), entropy / log(keys seen), largest weight, attention "
-             "to position 0 (sink), positional share and off-diagonal Toeplitzness of the mean attention; queries 1..n-1.",
+    lines = ["Loss: mean NLL per scored token (nats), ppl = exp(loss); trained: the training length. Then means over the "
+             "measured heads of: attention entropy (nats), entropy / log(keys seen), largest weight, attention to position 0 "
+             "(sink), positional share and off-diagonal Toeplitzness of the mean attention.",
              f"{result.conventions}.", *protocols, *(f"[{i + 1}] {why}" for i, why in enumerate(reasons))]
     console.print("\n".join(lines), soft_wrap=False, markup=False)
     return _export(console)

@@ -197,4 +197,4 @@ def protocol(objective: str | None, stride: int | None, mask_rate: float, seed: 
         return (f"masked LM: {mask_rate:.0%} of the scored text tokens of each window replaced by the mask token "
                 f"(positions from seed {seed}, the length and the window; the same for every model), mean NLL over them "
                 f"(nats); {windows}")
-    return f"no language-model loss; {windows}"
+    return f"no loss: attention on the unmasked windows; {windows}"

@@ -33,9 +33,9 @@ def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str 
     if kind is None:
         return None, None, f"no language-model objective for model_type {model_type!r} (encoder-decoder or encoder only)"
     if not head_class_known(model_type, kind):
-        return None, None, f"transformers has no {kind}-LM class for model_type {model_type!r}"
+        return kind, None, f"transformers has no {kind}-LM class for model_type {model_type!r}"
     if kind == "masked" and getattr(tokenizer, "mask_token_id", None) is None:
-        return None, None, "the tokenizer has no mask token"
+        return kind, None, "the tokenizer has no mask token"
     return kind, HEADS[kind], None
 
 
@@ -67,7 +67,7 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         untrained = untrained_head(loaded.model, loaded.missing_keys)
         reason = no_loss or (f"the checkpoint has no trained {kind}-LM head ({len(untrained)} tensors newly initialised: "
                              f"{', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''})" if untrained else None)
-        records += _variant_runs(loaded, config, budget, scaling, None if reason else kind, reason, lengths=lengths,
+        records += _variant_runs(loaded, config, budget, scaling, kind, reason, lengths=lengths,
                                  stride=stride, layers=layers, batch_size=batch_size, mask_rate=mask_rate,
                                  mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress)
         del loaded
@@ -75,10 +75,10 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     return label, len(budget.tokens), records
 
 
-def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scaling: RopeScaling | None, kind: str | None,
+def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scaling: RopeScaling | None, declared: str | None,
                   reason: str | None, *, lengths: list[int], stride: int | None, layers: Any, batch_size: int,
                   mask_rate: float, mask_id: int | None, seed: int, show_progress: bool) -> list[LengthRecord]:
-    """One loaded model (one variant) at every length."""
+    """One loaded model (one variant) at every length; ``reason``: why it has no loss (its windows are then not masked)."""
     from posviz.batch.layers import parse_layers
     from posviz.errors import OptionError
     from posviz.extrapolate.evaluate import model_refuses, run_length
@@ -88,9 +88,10 @@ def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scali
     if not chosen or any(not 0 <= x < loaded.num_layers for x in chosen):
         raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
     table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
+    kind = None if reason else declared  # what is scored
     common = dict(model=loaded.label, variant="unscaled" if scaling is None else scaling.label,
                   rope_scaling=None if scaling is None else scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None)),
-                  training_length=trained, table_length=table, objective=kind,
+                  training_length=trained, table_length=table, objective=declared,
                   protocol=protocol(kind, stride, mask_rate, seed), layout=budget.layout)
     out = []
     for length in lengths:
@@ -110,8 +111,8 @@ def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scali
             out.append(LengthRecord(length=length, loss=None, **common, reason=f"the model refuses length {length}: {why}"))
             continue
         loss = done.nll / done.tokens if kind is not None and done.tokens else None
-        out.append(LengthRecord(length=length, loss=loss, reason=reason if loss is None and kind is None else
-                                (None if loss is not None else "no token was scored"), tokens=done.tokens,
+        out.append(LengthRecord(length=length, loss=loss, reason=None if loss is not None else reason or "no token was scored",
+                                tokens=done.tokens,
                                 windows=done.windows, text_tokens=blocks.text_tokens, causal=done.causal,
                                 heads=done.heads, **common))
     return out

@@ -134,12 +134,11 @@ class ExtrapolationResult:
     @property
     def conventions(self) -> str:
         """One line stating how the numbers were made."""
-        budget = "; ".join(f"{m}: first {n} text tokens" for m, n in self.budget.items())
+        budget = "; ".join(f"{m}: the first {n} text tokens" for m, n in self.budget.items())
         windows = "non-overlapping blocks" if self.stride is None else f"sliding windows of stride {self.stride}"
-        return (f"Text: {self.corpus_label}, the same tokens at every length ({budget}; the budget is the longest length "
-                f"times its blocks, shorter lengths drop under one block at its end); {windows}. Loss: mean NLL in nats per "
-                f"scored token (causal: next-token over all text tokens; masked LM: {self.mask_rate:.0%} of text tokens masked, "
-                f"seed {self.seed}); attention means over blocks and queries 1..n-1; entropy normalised by log(keys seen)")
+        return (f"Text: {self.corpus_label}, the same at every length ({budget}; a shorter length leaves out less than one "
+                f"window at the end); {windows}; attention: means over blocks and queries 1..n-1, entropy normalised by "
+                "log(keys seen)")
 
     def records(self) -> list[dict[str, Any]]:
         """One JSON-ready dict per model, variant and length, its heads as a list of dicts."""

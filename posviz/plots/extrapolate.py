@@ -91,6 +91,9 @@ def _entropy_panel(ax, result: Any, key: tuple[str, str], recs: list[Any], colou
     if ran:
         ax.plot([r.length for r in ran], [_uniform_entropy(r.length, bool(r.causal)) for r in ran], color="0.5", ls="--",
                 lw=1, label="uniform attention")
+    for r in recs:
+        if not r.heads:  # a length the model could not take
+            ax.annotate("n/a", (r.length, 0.03), xycoords=("data", "axes fraction"), ha="center", fontsize=7, color="0.35")
     _trained_lines(ax, {key: recs}, colours)
     _length_axis(ax, result.lengths)
     ax.set_ylabel("attention entropy (nats), mean over heads", fontsize=8)

@@ -164,8 +164,11 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
 
 
 def test_lengths_beyond_a_learned_table_are_na(models, corpus):
-    r = extrapolate([str(models["gpt2"]), str(models["llama"])], corpus=str(corpus), lengths="16,32,48", max_blocks=2,
-                    layers="0")
+    import posviz
+
+    r = posviz.extrapolate([str(models["gpt2"]), str(models["llama"])], corpus=str(corpus), lengths="16,32,48", max_blocks=2,
+                           layers="0")  # the public API: the package is callable
+    assert isinstance(r, posviz.ExtrapolationResult)
     recs = {(x["model"], x["length"]): x for x in r.records()}
     gpt2, llama = str(models["gpt2"]), str(models["llama"])
     na = recs[(gpt2, 48)]

@@ -42,7 +42,7 @@ REFERENCES: dict[str, str] = {
     ),
     "wang2024": (
         "J. Wang, T. Ji, Y. Wu, H. Yan, T. Gui, Q. Zhang, X. Huang and X. Wang. Length Generalization of Causal "
-        "Transformers without Position Encoding. Findings of ACL 2024. arXiv:2404.12224."
+        "Transformers without Position Encoding. ACL 2024. arXiv:2404.12224."
     ),
     "albert-readme": (
         "google-research/albert, README: results table 'v2 vs v1' (github.com/google-research/albert)."
