@@ -124,7 +124,7 @@ def extrapolate(
     if not specs:
         raise OptionError("give at least one MODEL", "for example: posviz extrapolate gpt2 --lengths 256,1024,2048")
     chosen = parse_lengths(lengths)
-    scalings = [s if isinstance(s, RopeScaling) else parse_scaling(s) for s in rope_scaling]
+    scalings = list(dict.fromkeys(s if isinstance(s, RopeScaling) else parse_scaling(s) for s in rope_scaling))
     _check(batch_size, max_blocks, stride, mask_rate, chosen)
     configs = {spec: resolve_source(spec).config for spec in specs}
     for spec, config in configs.items():

@@ -56,9 +56,10 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     tok = load_tokenizer(spec, tokenizer)
     budget = text_budget(tok, texts, lengths[-1], max_blocks)
     kind, head, no_loss = _loss_plan(config, tok)
-    records: list[LengthRecord] = []
+    by_variant: dict[str, list[LengthRecord]] = {}
     label = spec
-    for scaling in [None, *scalings]:
+    # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
+    for scaling in [*scalings, None]:
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
                             config_edit=None if scaling is None else scaling.apply)
         label = loaded.label
@@ -67,11 +68,13 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         untrained = untrained_head(loaded.model, loaded.missing_keys)
         reason = no_loss or (f"the checkpoint has no trained {kind}-LM head ({len(untrained)} tensors newly initialised: "
                              f"{', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''})" if untrained else None)
-        records += _variant_runs(loaded, config, budget, scaling, kind, reason, lengths=lengths,
-                                 stride=stride, layers=layers, batch_size=batch_size, mask_rate=mask_rate,
-                                 mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress)
+        by_variant[scaling.label if scaling else ""] = _variant_runs(
+            loaded, config, budget, scaling, kind, reason, lengths=lengths, stride=stride, layers=layers,
+            batch_size=batch_size, mask_rate=mask_rate, mask_id=getattr(tok, "mask_token_id", None), seed=seed,
+            show_progress=show_progress)
         del loaded
         gc.collect()
+    records = by_variant.pop("") + [r for runs in by_variant.values() for r in runs]  # unscaled first, then as given
     return label, len(budget.tokens), records
 
 
