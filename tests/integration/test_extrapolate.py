@@ -304,3 +304,22 @@ def test_report_extrapolate_section_is_opt_in(models, corpus, tmp_path):
     bad = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(tmp_path / "b.pdf"),
                                    "--extrapolate-lengths", "16,x"])
     assert bad.exit_code == 2 and "'x' is not a length" in bad.output and not (tmp_path / "b.pdf").exists()
+
+
+def test_a_length_the_model_refuses_is_na_and_other_errors_are_raised(absolute_run, train_corpus, monkeypatch):
+    """Without the table check, the run's own ValueError at 48 > 32 positions becomes the record's reason."""
+    import posviz.extrapolate.models as models_module
+    from posviz.extrapolate.rows import RowSums
+
+    monkeypatch.setattr(models_module, "table_length", lambda config, declared: None)
+    r = extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32,48", max_blocks=2, layers="0")
+    ok, refused = r.records()
+    assert ok["loss"] is not None and refused["loss"] is None and refused["heads"] == []
+    assert refused["reason"].startswith("the model refuses length 48: ValueError: sequence length 48 exceeds")
+
+    def broken(self, layer, probs):
+        raise RuntimeError("a bug in posviz, not the model")
+
+    monkeypatch.setattr(RowSums, "add", broken)
+    with pytest.raises(RuntimeError, match="a bug in posviz"):  # the model runs one window fine: not an n/a
+        extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32", max_blocks=1, layers="0")
