@@ -301,6 +301,7 @@ def test_report_extrapolate_section_is_opt_in(models, corpus, tmp_path):
     assert "extrapolate" in res.stderr.split("sections:")[1]
     text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
     assert "Beyond the trained length" in text and "Press" in text and "causal: mean next-token NLL" in text
+    assert "no loss at 48: longer than the model" in " ".join(text.split())
     bad = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(tmp_path / "b.pdf"),
                                    "--extrapolate-lengths", "16,x"])
     assert bad.exit_code == 2 and "'x' is not a length" in bad.output and not (tmp_path / "b.pdf").exists()

@@ -41,9 +41,15 @@ def build(ctx: ReportContext) -> list:
                                                        budget={**merged.budget, **result.budget})
     if merged is None:
         return []
+    missing: dict[tuple[str, str, str], list[str]] = {}  # (model, variant, reason) -> lengths without a loss
+    for r in merged.runs:
+        if r.loss is None and r.reason:
+            missing.setdefault((r.model, r.variant, r.reason), []).append(str(r.length))
+    caption = " ".join([f"{merged.conventions}.", *sorted({f"{r.model}: {r.protocol}." for r in merged.runs}),
+                        *(f"{m}{'' if v == 'unscaled' else f' ({v})'}: no loss at {', '.join(n)}: {why}."
+                          for (m, v, why), n in missing.items())])
     page = _page(SECTION.title, f"lengths {', '.join(map(str, merged.lengths))}; dotted: training length",
-                 "Beyond the trained length", f"{merged.conventions}. " + " ".join(
-                     sorted({f"{r.model}: {r.protocol}." for r in merged.runs})))
+                 "Beyond the trained length", caption)
     plot_extrapolation(merged, fig=page)
     return [page]
 
