@@ -2,7 +2,7 @@
 
 A variant is written ``TYPE:FACTOR`` (``--rope-scaling yarn:4``). It becomes the
 scaling parameters transformers reads (``config.rope_parameters`` in 5.x,
-``config.rope_scaling`` in 4.x: :func:`posviz.util.compat.set_rope_scaling`), set on
+``config.rope_scaling`` in 4.x: :func:`posviz.util.compat_rope.set_rope_scaling`), set on
 the config before the weights are loaded, so the model computes its rotary
 frequencies with transformers' own code. The parameters each type needs beyond the
 factor take these defaults (the Llama 3.1 values for ``llama3``; YaRN's paper values
@@ -66,7 +66,7 @@ class RopeScaling:
 
     def apply(self, config: Any) -> None:
         """Set this scaling on a transformers config (before the weights are loaded)."""
-        from posviz.util.compat import set_rope_scaling
+        from posviz.util.compat_rope import set_rope_scaling
 
         set_rope_scaling(config, self.parameters(getattr(config, "max_position_embeddings", None)))
 
@@ -80,7 +80,7 @@ def parse_scaling(text: str) -> RopeScaling:
         Not of the form ``TYPE:FACTOR``, a type posviz does not set up or the installed
         transformers does not implement, or a factor that is not a finite number ≥ 1.
     """
-    from posviz.util.compat import rope_scaling_types
+    from posviz.util.compat_rope import rope_scaling_types
 
     kind, sep, factor_text = text.strip().partition(":")
     if not sep or not kind or not factor_text:

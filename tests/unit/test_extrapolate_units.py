@@ -30,7 +30,7 @@ def test_parse_scaling():
 
 
 def test_a_type_the_installed_transformers_lacks_is_refused(monkeypatch):
-    import posviz.util.compat as compat
+    import posviz.util.compat_rope as compat
 
     monkeypatch.setattr(compat, "rope_scaling_types", lambda: frozenset({"linear", "dynamic"}))
     with pytest.raises(OptionError, match="does not implement it"):
@@ -41,7 +41,7 @@ def test_a_type_the_installed_transformers_lacks_is_refused(monkeypatch):
 def test_scaling_parameters_and_both_config_spellings():
     from types import SimpleNamespace
 
-    from posviz.util.compat import set_rope_scaling
+    from posviz.util.compat_rope import set_rope_scaling
 
     llama3 = RopeScaling("llama3", 8).parameters(8192)
     assert llama3 == {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
