@@ -127,6 +127,11 @@ def check_scalable(label: str, config: Mapping[str, Any], scalings: list[RopeSca
     OptionError
         ``scalings`` given for a model that :func:`is_rope` does not recognise.
     """
+    from posviz.read.families import POSVIZ_MODEL_TYPE
+
+    if scalings and config.get("model_type") == POSVIZ_MODEL_TYPE:
+        raise OptionError(f"--rope-scaling applies to transformers' RoPE models; {label} is a posviz train run, whose "
+                          "positional modules do not read transformers' scaling settings", "leave out --rope-scaling for it")
     if scalings and not is_rope(config):
         raise OptionError(f"--rope-scaling applies to RoPE models; {label} (model_type {config.get('model_type')!r}) has no "
                           "rotary position embeddings", "leave out --rope-scaling for this model")

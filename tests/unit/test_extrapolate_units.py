@@ -131,3 +131,15 @@ def test_row_sums_match_numpy():
     np.testing.assert_allclose(got.max_weight, p.max(-1)[:, :, 1:].mean(axis=(0, 2)), rtol=1e-6)
     bidirectional = sums.layer(0, blocks=6, causal=False)  # the same sums, normalised by log n for every query
     np.testing.assert_allclose(bidirectional.entropy_normalised, got.entropy / np.log(6), rtol=1e-6)
+
+
+def test_scaling_refused_without_transformers_rope():
+    from posviz.extrapolate.scaling import check_scalable
+
+    scaling = [RopeScaling("linear", 2)]
+    check_scalable("m", {"model_type": "llama"}, scaling)
+    check_scalable("m", {"model_type": "bert"}, [])
+    with pytest.raises(OptionError, match="applies to RoPE models; m .model_type 'bert'"):
+        check_scalable("m", {"model_type": "bert"}, scaling)
+    with pytest.raises(OptionError, match="posviz train run"):
+        check_scalable("m", {"model_type": "posviz-albert", "position_scheme": "tisa"}, scaling)
