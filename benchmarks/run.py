@@ -42,6 +42,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "attention": ("bench_attention.py", ["--blocks", "8", "--repeats", "3"], ["--blocks", "2", "--repeats", "1"]),
     "hidden": ("bench_hidden.py", ["--blocks", "256", "--repeats", "3"], ["--blocks", "16", "--repeats", "1"]),
     "explore": ("bench_explore.py", ["--repeats", "5"], ["--repeats", "1"]),
+    "extrapolate": ("bench_extrapolate.py", ["--layers", "12", "--heads", "12", "--hidden", "768", "--blocks", "16", "--repeats", "2"],
+                    ["--blocks", "2", "--length", "128", "--repeats", "1"]),
 }
 
 

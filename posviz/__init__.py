@@ -47,9 +47,10 @@ _EXPORTS = {
     "AttentionResult": "posviz.observe.api",
     "hidden": "posviz.observe.hidden",
     "HiddenResult": "posviz.observe.hidden",
+    "ExtrapolationResult": "posviz.extrapolate.result",
 }
 
-__all__ = sorted([*_EXPORTS, "finetune", "explore", "__version__"])
+__all__ = sorted([*_EXPORTS, "finetune", "explore", "extrapolate", "__version__"])
 
 
 def _version() -> str:
@@ -68,7 +69,7 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
-    if name in ("finetune", "explore"):  # callable packages: posviz.finetune(...), posviz.explore(...)
+    if name in ("finetune", "explore", "extrapolate"):  # callable packages: posviz.finetune(...), posviz.explore(...)
         import importlib
 
         return importlib.import_module(f"posviz.{name}")

@@ -20,7 +20,19 @@ try:  # recent typer releases vendor click; older ones use the click package
 except ImportError:  # pragma: no cover
     from click import exceptions as _click_exc
 
-from posviz.cli import attention, explore, finetune, heads, heatmap, hidden, report, toeplitzness, train, trajectory
+from posviz.cli import (
+    attention,
+    explore,
+    extrapolate,
+    finetune,
+    heads,
+    heatmap,
+    hidden,
+    report,
+    toeplitzness,
+    train,
+    trajectory,
+)
 from posviz.cli.messages import INTERRUPTED, print_error
 from posviz.errors import PosvizError
 
@@ -120,6 +132,7 @@ app.command("finetune", no_args_is_help=True)(finetune.command)
 app.command("attention", no_args_is_help=True)(attention.command)
 app.command("hidden", no_args_is_help=True)(hidden.command)
 app.command("explore", no_args_is_help=True)(explore.command)
+app.command("extrapolate", no_args_is_help=True)(extrapolate.command)
 
 
 def main() -> None:

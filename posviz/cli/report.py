@@ -40,6 +40,9 @@ def command(
     hidden_corpus: Annotated[str | None, typer.Option("--hidden-corpus", help="Add the hidden-states section (posviz hidden): run each model over this corpus (text file, folder or the demo corpus); every layer.")] = None,
     hidden_seq_len: Annotated[int, typer.Option("--hidden-seq-len", min=2, help="Positions per block of the hidden-states section.")] = 128,
     hidden_max_blocks: Annotated[int, typer.Option("--hidden-max-blocks", min=1, help="Blocks of the hidden-states section.")] = 64,
+    extrapolate_lengths: Annotated[str | None, typer.Option("--extrapolate-lengths", help="Add the extrapolation section (posviz extrapolate): loss and attention entropy of each model at these lengths, e.g. 64,128,256,512,1024.")] = None,
+    extrapolate_corpus: Annotated[str, typer.Option("--extrapolate-corpus", help="Corpus of the extrapolation section.")] = "cpython-3.11.7-docstrings",
+    extrapolate_max_blocks: Annotated[int, typer.Option("--extrapolate-max-blocks", min=1, help="Blocks of the longest length that make the extrapolation section's text.")] = 4,
     html: Annotated[bool, typer.Option("--html", help="Also write the interactive explorer of the same models (posviz explore) beside the PDF, as REPORT.html; at most 4 models.")] = False,
 ) -> None:
     """Write a PDF report: title page, summary table, P heatmaps with profiles,
@@ -77,7 +80,9 @@ def command(
                             scores=parse_score_options(score), albert=albert, layers=layers,
                             attention_corpus=attention_corpus, attention_seq_len=attention_seq_len,
                             attention_max_blocks=attention_max_blocks, hidden_corpus=hidden_corpus,
-                            hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks)
+                            hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks,
+                            extrapolate_lengths=extrapolate_lengths, extrapolate_corpus=extrapolate_corpus,
+                            extrapolate_max_blocks=extrapolate_max_blocks)
     ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
     explorer = None
     if html:  # made before the PDF is written: an error leaves neither file

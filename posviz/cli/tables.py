@@ -235,3 +235,35 @@ def hidden_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
                   f"blocks, in positions, against always predicting the middle; order acc.: which of two comes first (chance 0.5). "
                   f"{conventions}.", soft_wrap=False)
     return _export(console)
+
+
+def extrapolate_table(result: Any) -> str:
+    """``posviz extrapolate``: one line per model, variant and length (loss, perplexity, head means), with a footnote."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("model", "variant", "length", "trained", "loss", "ppl", "tokens", "entropy", "norm. ent.", "max w.", "sink",
+                "pos. share", "R² off-diag"):
+        t.add_column(col, justify="left" if col in ("model", "variant") else "right")
+    reasons: list[str] = []
+    for r in result.runs:
+        m = r.means()
+        num = {k: "—" if v is None else f"{v:.3f}" for k, v in m.items()}
+        if r.loss is None and r.reason and r.reason not in reasons:
+            reasons.append(r.reason)
+        mark = f" [{reasons.index(r.reason) + 1}]" if r.loss is None and r.reason else ""
+        t.add_row(r.model, r.variant, str(r.length), "—" if r.training_length is None else str(r.training_length),
+                  ("n/a" + mark) if r.loss is None else f"{r.loss:.4f}", "—" if r.perplexity is None else f"{r.perplexity:.2f}",
+                  str(r.tokens), *(num[k] for k in ("entropy", "entropy_normalised", "max_weight", "sink_mass",
+                                                    "positional_share", "toeplitzness_offdiag")))
+    console = Console(width=max(140, 118 + max(len(r.model) + len(r.variant) for r in result.runs)), record=True,
+                      file=io.StringIO())
+    console.print(t)
+    protocols = sorted({f"{r.model}: {r.protocol}; {r.layout}" for r in result.runs})
+    lines = ["Loss: mean NLL per scored token (nats), ppl = exp(loss); trained: the training length. Then means over the "
+             "measured heads of: attention entropy (nats), entropy / log(keys seen), largest weight, attention to position 0 "
+             "(sink), positional share and off-diagonal Toeplitzness of the mean attention.",
+             f"{result.conventions}.", *protocols, *(f"[{i + 1}] {why}" for i, why in enumerate(reasons))]
+    console.print("\n".join(lines), soft_wrap=False, markup=False)
+    return _export(console)

@@ -10,6 +10,7 @@ honoured). Encoder-decoder models (T5, BART) run their encoder alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class LoadedModel:
         Attention layers and heads per layer, from the config.
     max_positions
         The longest block the model's position table allows (``None``: no table).
+    missing_keys
+        With a ``head``: parameters the checkpoint did not hold, newly initialised by
+        ``from_pretrained`` (an encoder saved without its language-model head, say).
     """
 
     model: Any
@@ -44,6 +48,7 @@ class LoadedModel:
     num_layers: int
     num_heads: int
     max_positions: int | None
+    missing_keys: tuple[str, ...] = ()
 
 
 def _first(config: Any, *names: str) -> Any:
@@ -91,8 +96,13 @@ def load_tokenizer(spec: str, tokenizer: str | None = None) -> Any:
     return _tokenizer(where, revision, run, tokenizer)
 
 
+#: ``head`` of :func:`load_model`: the Auto class of each language-model head.
+HEADS = {"causal-lm": "AutoModelForCausalLM", "masked-lm": "AutoModelForMaskedLM"}
+
+
 def load_model(spec: str, *, device: str | None = None, device_map: str | None = None,
-               tokenizer: str | None = None, with_tokenizer: bool = True) -> LoadedModel:
+               tokenizer: str | None = None, with_tokenizer: bool = True, head: str | None = None,
+               config_edit: Callable[[Any], None] | None = None) -> LoadedModel:
     """Load ``spec`` with eager attention, in eval mode, and its tokenizer.
 
     Parameters
@@ -108,13 +118,20 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
         A tokenizer folder or id to use instead of the model's.
     with_tokenizer
         Load the tokenizer (``False``: the caller brings token ids; ``tokenizer`` is then ``None``).
+    head
+        ``None`` (the bare model, ``AutoModel``), or a key of :data:`HEADS` to load the
+        model with that language-model head (``posviz extrapolate`` scores its logits);
+        the parameters the checkpoint lacked are then listed in ``missing_keys``.
+    config_edit
+        Called on the config before the weights are loaded (a RoPE-scaling variant, say).
 
     Raises
     ------
     SourceError, UnsupportedModelError
         The model or its tokenizer cannot be loaded, or has no eager attention.
     """
-    from transformers import AutoConfig, AutoModel
+    import transformers
+    from transformers import AutoConfig
 
     import posviz.models  # noqa: F401  (registers posviz-trained models with the Auto classes)
 
@@ -127,8 +144,17 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     kwargs: dict[str, Any] = {"revision": revision, "attn_implementation": "eager"}
     if device_map is not None:
         kwargs["device_map"] = device_map
+    if config_edit is not None:
+        config_edit(config)
+        kwargs["config"] = config
+    if head is not None:
+        kwargs["output_loading_info"] = True
+    missing: tuple[str, ...] = ()
     try:
-        model = _quiet_load(AutoModel, where, kwargs)
+        model = _quiet_load(getattr(transformers, HEADS[head] if head else "AutoModel"), where, kwargs)
+        if head is not None:
+            model, info = model
+            missing = tuple(sorted(info.get("missing_keys") or ()))
     except (ValueError, ImportError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedModelError(f"{spec} cannot be loaded with eager attention: {first}",
@@ -144,8 +170,8 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")
     tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
-    return LoadedModel(model=model, tokenizer=tok, label=label,
-                       num_layers=int(layers), num_heads=int(heads), max_positions=max_positions(config))
+    return LoadedModel(model=model, tokenizer=tok, label=label, num_layers=int(layers), num_heads=int(heads),
+                       max_positions=max_positions(config), missing_keys=missing)
 
 
 def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:

@@ -72,6 +72,10 @@ def _check_options(models: Sequence[str], options: ReportOptions) -> None:
                               f"give it as an input too: posviz report {model} --score {model}=VALUE")
     if options.scores and not options.albert:
         raise OptionError("--score places models on the ALBERT figure, which --no-albert leaves out")
+    if options.extrapolate_lengths is not None:
+        from posviz.extrapolate.api import parse_lengths
+
+        parse_lengths(options.extrapolate_lengths)
 
 
 def build_report(models: Sequence[str], output: str | os.PathLike, **options) -> Path:

@@ -61,6 +61,11 @@ class ReportOptions:
         the section out.
     hidden_seq_len, hidden_max_blocks
         Block length and number of blocks of the hidden-states section.
+    extrapolate_lengths
+        Lengths of the extrapolation section (``posviz extrapolate``), e.g. ``"64,128,256"``;
+        ``None`` leaves the section out.
+    extrapolate_corpus, extrapolate_max_blocks
+        Its corpus, and the blocks of its longest length that make the text budget.
     """
 
     title: str | None = None
@@ -82,6 +87,9 @@ class ReportOptions:
     hidden_corpus: str | None = None
     hidden_seq_len: int = 128
     hidden_max_blocks: int = 64
+    extrapolate_lengths: str | None = None
+    extrapolate_corpus: str = "cpython-3.11.7-docstrings"
+    extrapolate_max_blocks: int = 4
 
 
 @dataclass

@@ -271,3 +271,45 @@ def test_unreachable_hub(online, tmp_path, monkeypatch):
 
 def test_table_has_at_least_25_rows():
     assert len(CASES) + 4 >= 25
+
+
+# ---- posviz extrapolate: options checked before (or without) running a model -------------------------
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory) -> Path:
+    return build_tiny_checkpoint("llama", tmp_path_factory.mktemp("llama") / "m")
+
+
+C = "{corpus}"  # placeholder: a corpus file of a few words
+EXTRAPOLATE_CASES: list[tuple[str, str, list[str], str]] = [
+    ("lengths not integers", "bert", ["--lengths", "64,abc"], "'abc' is not a length"),
+    ("length zero", "bert", ["--lengths", "0,64"], "'0' is not a length"),
+    ("lengths empty", "bert", ["--lengths", ""], "is not a length"),
+    ("corpus too short", "minilm", ["--corpus", C, "--lengths", "64,128"], "too short for the longest length 128"),
+    ("unknown scaling type", "llama", ["--rope-scaling", "ntk:2"], "unknown scaling type 'ntk'"),
+    ("scaling without a factor", "llama", ["--rope-scaling", "linear"], "not of the form TYPE:FACTOR"),
+    ("malformed factor", "llama", ["--rope-scaling", "yarn:four"], "the factor 'four' is not a number"),
+    ("factor below 1", "llama", ["--rope-scaling", "linear:0.5"], "at least 1"),
+    ("scaling a model without RoPE", "bert", ["--rope-scaling", "linear:2"], "applies to RoPE models"),
+    ("stride not shorter than a window", "bert", ["--lengths", "16,32", "--stride", "16"], "--stride 16"),
+    ("no model", "", ["--lengths", "64"], "Missing argument"),
+]
+
+
+@pytest.mark.parametrize("name,model,args,fragment", EXTRAPOLATE_CASES, ids=[c[0] for c in EXTRAPOLATE_CASES])
+def test_bad_extrapolate_input(name, model, args, fragment, bert, llama, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    inputs, work = tmp_path / "inputs", tmp_path / "work"
+    inputs.mkdir()
+    work.mkdir()
+    (inputs / "tiny.txt").write_text("Return the sum of a and b.")
+    spec = {"bert": str(bert), "llama": str(llama), "minilm": "sentence-transformers/all-MiniLM-L6-v2", "": None}[model]
+    argv = ["extrapolate", *([spec] if spec else []), *[str(inputs / "tiny.txt") if a == C else a for a in args],
+            "-o", "out.json", "-o", "out.png"]
+    _assert_clean_failure(_run(argv, work), fragment, work, set())
+
+
+def test_extrapolate_refuses_an_existing_output(bert, tmp_path):
+    (tmp_path / "out.json").write_text("[]")
+    before = set(tmp_path.iterdir())
+    _assert_clean_failure(_run(["extrapolate", str(bert), "-o", "out.json"], tmp_path), "output out.json exists", tmp_path, before)
+    assert (tmp_path / "out.json").read_text() == "[]"

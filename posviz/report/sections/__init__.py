@@ -9,7 +9,18 @@ is left out of the report, its bookmarks and its contents line; the methods page
 from __future__ import annotations
 
 from posviz.report.section import Section
-from posviz.report.sections import albert, attention, finetune, heads, heatmaps, hidden, methods, summary, training
+from posviz.report.sections import (
+    albert,
+    attention,
+    extrapolate,
+    finetune,
+    heads,
+    heatmaps,
+    hidden,
+    methods,
+    summary,
+    training,
+)
 
 SECTIONS: list[Section] = [
     summary.SECTION,
@@ -17,6 +28,7 @@ SECTIONS: list[Section] = [
     heads.SECTION,
     attention.SECTION,
     hidden.SECTION,
+    extrapolate.SECTION,
     albert.SECTION,
     training.SECTION,
     finetune.SECTION,

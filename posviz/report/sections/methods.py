@@ -36,6 +36,14 @@ REFERENCES: dict[str, str] = {
         "A. Haviv, O. Ram, O. Press, P. Izsak and O. Levy. Transformer Language Models without Positional Encodings "
         "Still Learn Positional Information. Findings of EMNLP 2022. arXiv:2203.16634."
     ),
+    "press2022": (
+        "O. Press, N. A. Smith and M. Lewis. Train Short, Test Long: Attention with Linear Biases Enables Input Length "
+        "Extrapolation. ICLR 2022. arXiv:2108.12409."
+    ),
+    "wang2024": (
+        "J. Wang, T. Ji, Y. Wu, H. Yan, T. Gui, Q. Zhang, X. Huang and X. Wang. Length Generalization of Causal "
+        "Transformers without Position Encoding. ACL 2024. arXiv:2404.12224."
+    ),
     "albert-readme": (
         "google-research/albert, README: results table 'v2 vs v1' (github.com/google-research/albert)."
     ),

@@ -1,0 +1,187 @@
+"""One model at one length: held-out loss and per-head attention statistics, in one pass over the windows.
+
+The pass is ``posviz attention``'s (:func:`posviz.observe.accumulate.attention_batches`):
+each chosen layer's attention maps go, as the layer produces them, into its streaming
+sums (:class:`~posviz.observe.accumulate.AttentionSums`, scored afterwards by
+:func:`~posviz.observe.statistics.layer_statistics`: sink mass, positional share,
+Toeplitzness) and into the entropy and largest-weight sums
+(:class:`~posviz.extrapolate.rows.RowSums`). A forward hook on the model reads its
+logits in the same forward pass and adds the negative log-likelihood of the scored
+tokens (:mod:`posviz.extrapolate.blocks`), then lets them go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posviz.errors import UnsupportedModelError
+from posviz.extrapolate.blocks import LengthBlocks
+from posviz.extrapolate.rows import RowStatistics, RowSums
+
+
+@dataclass(frozen=True)
+class HeadStatistics:
+    """Per-head statistics of one layer at one length (arrays of shape ``(heads,)``)."""
+
+    entropy: np.ndarray
+    entropy_normalised: np.ndarray
+    max_weight: np.ndarray
+    sink_mass: np.ndarray
+    positional_share: np.ndarray
+    toeplitzness_offdiag: np.ndarray
+    entropy_by_query: np.ndarray  # (heads, n)
+
+
+@dataclass(frozen=True)
+class LengthOutcome:
+    """What one pass at one length measured.
+
+    Attributes
+    ----------
+    nll
+        Summed negative log-likelihood of the scored tokens (nats), ``None`` without a loss.
+    tokens
+        Tokens scored.
+    windows
+        Windows (blocks) run.
+    causal
+        Whether the attention was causal (exact zeros above the diagonal in every chosen layer).
+    heads
+        Per chosen layer, :class:`HeadStatistics`.
+    """
+
+    nll: float | None
+    tokens: int
+    windows: int
+    causal: bool
+    heads: dict[int, HeadStatistics]
+
+
+class _Loss:
+    """A forward hook on the model that adds up the NLL of each batch's scored tokens from its logits."""
+
+    def __init__(self, model: Any, blocks: LengthBlocks, causal: bool, batch_size: int) -> None:
+        self.blocks, self.causal, self.batch_size = blocks, causal, batch_size
+        self.done, self.nll, self.tokens = 0, 0.0, 0
+        self.pending: tuple[float, int] | None = None
+        self.handle = model.register_forward_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, _module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
+        import torch
+        import torch.nn.functional as F
+
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        total, n = self.blocks.inputs.shape
+        rows = slice(self.done, min(self.done + self.batch_size, total))
+        if ids is None or tuple(ids.shape) != (rows.stop - rows.start, n):
+            return  # the short probe pass that finds where the model emits its attention maps
+        logits = output.logits if hasattr(output, "logits") else output[0]
+        scored = torch.as_tensor(self.blocks.scored[rows], device=logits.device)
+        targets = torch.as_tensor(self.blocks.targets[rows], device=logits.device)
+        if self.causal:  # the logits at t - 1 predict the token at t
+            logits, scored, targets = logits[:, :-1], scored[:, 1:], targets[:, 1:]
+        picked = logits[scored].float()
+        nll = F.cross_entropy(picked, targets[scored], reduction="sum") if len(picked) else torch.zeros(())
+        self.pending = (float(nll.double()), int(scored.sum()))
+
+    def reset(self) -> None:
+        """Forget what the probe pass left."""
+        self.pending = None
+
+    def commit(self, size: int) -> None:
+        """Count the batch just run."""
+        if self.pending is None:
+            raise UnsupportedModelError("the model's forward pass produced no logits for posviz to score",
+                                        "the language-model head returned nothing")
+        self.nll += self.pending[0]
+        self.tokens += self.pending[1]
+        self.pending = None
+        self.done += size
+
+
+def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objective: str | None, batch_size: int = 4,
+               progress: Callable[[int], None] | None = None) -> LengthOutcome:
+    """Run ``model`` over the windows of one length: loss and the statistics of every head of ``layers``.
+
+    Parameters
+    ----------
+    model
+        A loaded model in eval mode (eager attention), with its language-model head
+        when ``objective`` is not ``None``.
+    blocks
+        The windows and their scored tokens (:func:`posviz.extrapolate.blocks.length_blocks`).
+    layers
+        Layers whose heads are measured.
+    objective
+        ``causal``, ``masked`` or ``None`` (no loss).
+    batch_size
+        Windows per forward pass.
+    progress
+        Called with the number of windows done after each batch.
+
+    Raises
+    ------
+    UnsupportedModelError
+        No attention weights, no logits, or a layer beyond those the model produced.
+    """
+    from posviz.observe.accumulate import AttentionSums, attention_batches
+    from posviz.observe.statistics import layer_statistics
+
+    sums, rows = AttentionSums(layers), RowSums(layers)
+    loss = _Loss(model, blocks, objective == "causal", batch_size) if objective else None
+    wanted, produced = set(layers), [0]
+
+    def on_layer(layer: int, probs: Any) -> None:
+        produced[0] = max(produced[0], layer + 1)
+        if layer in wanted:
+            sums.add(layer, probs)
+            rows.add(layer, probs)
+
+    def on_batch(size: int) -> None:
+        if max(layers) >= produced[0]:
+            raise UnsupportedModelError(f"the model produced attention for {produced[0]} layers, not layer {max(layers)}")
+        if loss is not None:
+            loss.commit(size)
+        sums.blocks += size
+        if progress is not None:
+            progress(sums.blocks)
+
+    try:
+        attention_batches(model, blocks.inputs, batch_size, on_layer, on_batch, None if loss is None else loss.reset)
+    finally:
+        if loss is not None:
+            loss.handle.remove()
+    causal = sums.causal()
+    heads = {}
+    for layer in layers:
+        st = layer_statistics(sums.layer(layer), causal)
+        r: RowStatistics = rows.layer(layer, sums.blocks, causal)
+        heads[layer] = HeadStatistics(entropy=r.entropy, entropy_normalised=r.entropy_normalised, max_weight=r.max_weight,
+                                      sink_mass=st.sink_mass, positional_share=st.positional_share,
+                                      toeplitzness_offdiag=st.toeplitzness_offdiag, entropy_by_query=r.entropy_by_query)
+    return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens,
+                         windows=sums.blocks, causal=causal, heads=heads)
+
+
+def model_refuses(model: Any, ids: np.ndarray) -> str | None:
+    """Why ``model`` refuses one window of ``ids`` (its error's first line), or ``None`` when it runs.
+
+    Called after a pass failed, to tell a model that cannot take the length (a
+    learned table, a relative scheme with a fixed range) from anything else, which
+    is then raised as it is.
+    """
+    import torch
+
+    first = next(model.parameters()).device
+    x = torch.as_tensor(ids[:1]).to(first)
+    try:
+        with torch.inference_mode():
+            model(input_ids=x, attention_mask=torch.ones_like(x))
+    except (ValueError, IndexError, RuntimeError) as e:
+        text = str(e).strip()
+        return f"{type(e).__name__}: {text.splitlines()[0] if text else 'no message'}"
+    return None

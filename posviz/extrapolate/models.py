@@ -1,0 +1,121 @@
+"""One model through every variant and length: load once per variant, run each length it can take, record the rest.
+
+A length beyond a learned table is recorded without running (an out-of-range index
+would be an error on the CPU and an unrecoverable device assert on a GPU). A pass
+that fails with ``ValueError``, ``IndexError`` or ``RuntimeError`` is checked by one
+bare forward pass of one window: when the model refuses that too, the length is
+recorded with the model's own reason; anything else is raised as it is.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from typing import Any
+
+from posviz.extrapolate.blocks import TextBudget, length_blocks, protocol, text_budget
+from posviz.extrapolate.objective import (
+    HEADS,
+    head_class_known,
+    objective,
+    table_length,
+    training_length,
+    untrained_head,
+)
+from posviz.extrapolate.result import LengthRecord
+from posviz.extrapolate.scaling import RopeScaling, check_applied
+
+
+def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str | None, str | None]:
+    """``(objective, head to load, why there is no loss)`` for a model with this config and tokenizer."""
+    kind = objective(config)
+    model_type = str(config.get("model_type", ""))
+    if kind is None:
+        return None, None, f"no language-model objective for model_type {model_type!r} (encoder-decoder or encoder only)"
+    if not head_class_known(model_type, kind):
+        return kind, None, f"transformers has no {kind}-LM class for model_type {model_type!r}"
+    if kind == "masked" and getattr(tokenizer, "mask_token_id", None) is None:
+        return kind, None, "the tokenizer has no mask token"
+    return kind, HEADS[kind], None
+
+
+def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings: list[RopeScaling], *,
+               lengths: list[int], stride: int | None, layers: Any, batch_size: int, max_blocks: int | None,
+               mask_rate: float, seed: int, device: str | None, device_map: str | None, tokenizer: str | None,
+               show_progress: bool) -> tuple[str, int, list[LengthRecord]]:
+    """Every variant and length of one model.
+
+    Returns
+    -------
+    label, budget, records
+        The model as named in outputs, the text tokens of its budget, and one record
+        per variant and length.
+    """
+    from posviz.observe.loading import load_model, load_tokenizer
+
+    tok = load_tokenizer(spec, tokenizer)
+    budget = text_budget(tok, texts, lengths[-1], max_blocks)
+    kind, head, no_loss = _loss_plan(config, tok)
+    by_variant: dict[str, list[LengthRecord]] = {}
+    label = spec
+    # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
+    for scaling in [*scalings, None]:
+        loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
+                            config_edit=None if scaling is None else scaling.apply)
+        label = loaded.label
+        if scaling is not None:
+            check_applied(loaded.model, scaling)
+        untrained = untrained_head(loaded.model, loaded.missing_keys)
+        reason = no_loss or (f"the checkpoint has no trained {kind}-LM head ({len(untrained)} tensors newly initialised: "
+                             f"{', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''})" if untrained else None)
+        by_variant[scaling.label if scaling else ""] = _variant_runs(
+            loaded, config, budget, scaling, kind, reason, lengths=lengths, stride=stride, layers=layers,
+            batch_size=batch_size, mask_rate=mask_rate, mask_id=getattr(tok, "mask_token_id", None), seed=seed,
+            show_progress=show_progress)
+        del loaded
+        gc.collect()
+    records = by_variant.pop("") + [r for runs in by_variant.values() for r in runs]  # unscaled first, then as given
+    return label, len(budget.tokens), records
+
+
+def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scaling: RopeScaling | None, declared: str | None,
+                  reason: str | None, *, lengths: list[int], stride: int | None, layers: Any, batch_size: int,
+                  mask_rate: float, mask_id: int | None, seed: int, show_progress: bool) -> list[LengthRecord]:
+    """One loaded model (one variant) at every length; ``reason``: why it has no loss (its windows are then not masked)."""
+    from posviz.batch.layers import parse_layers
+    from posviz.errors import OptionError
+    from posviz.extrapolate.evaluate import model_refuses, run_length
+    from posviz.util.progress import count_progress
+
+    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
+    if not chosen or any(not 0 <= x < loaded.num_layers for x in chosen):
+        raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
+    table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
+    kind = None if reason else declared  # what is scored
+    common = dict(model=loaded.label, variant="unscaled" if scaling is None else scaling.label,
+                  rope_scaling=None if scaling is None else scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None)),
+                  training_length=trained, table_length=table, objective=declared,
+                  protocol=protocol(kind, stride, mask_rate, seed), layout=budget.layout)
+    out = []
+    for length in lengths:
+        if table is not None and length > table:
+            out.append(LengthRecord(length=length, loss=None, **common,
+                                    reason=f"longer than the model's learned position table ({table} positions)"))
+            continue
+        blocks = length_blocks(budget, length, objective=kind, stride=stride, mask_rate=mask_rate, mask_id=mask_id, seed=seed)
+        try:
+            with count_progress(len(blocks.inputs), f"{loaded.label} n={length}") as update:
+                done = run_length(loaded.model, blocks, chosen, objective=kind, batch_size=batch_size,
+                                  progress=update if show_progress else None)
+        except (ValueError, IndexError, RuntimeError):
+            why = model_refuses(loaded.model, blocks.inputs)
+            if why is None:
+                raise
+            out.append(LengthRecord(length=length, loss=None, **common, reason=f"the model refuses length {length}: {why}"))
+            continue
+        loss = done.nll / done.tokens if kind is not None and done.tokens else None
+        out.append(LengthRecord(length=length, loss=loss, reason=None if loss is not None else reason or "no token was scored",
+                                tokens=done.tokens,
+                                windows=done.windows, text_tokens=blocks.text_tokens, causal=done.causal,
+                                heads=done.heads, **common))
+    return out

@@ -1,0 +1,326 @@
+"""``posviz extrapolate`` on real tiny models: loss and attention statistics against direct computations, n/a lengths,
+RoPE-scaling variants against transformers' own scaled models, posviz runs, the CLI and its JSON interface."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from posviz.cli.app import app
+from posviz.extrapolate.api import extrapolate
+from tests.checkpoint_factory import TINY_CONFIGS
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+L = 24  # a window length within every tiny table (40 positions; LLaMA declares 64)
+
+
+def _save_lm(model_type: str, folder: Path, tokenizer, *, seed: int = 0, **overrides) -> Path:
+    """A random tiny model of ``model_type`` with its language-model head, and the tokenizer beside it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    torch.manual_seed(seed)
+    cfg = AutoConfig.for_model(model_type, **{**TINY_CONFIGS[model_type], "vocab_size": len(tokenizer), **overrides})
+    auto = AutoModelForMaskedLM if model_type == "bert" else AutoModelForCausalLM
+    auto.from_config(cfg).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
+    from posviz.train.tokenizer import train_tokenizer
+
+    return train_tokenizer(packaged_corpus(DEMO_CORPUS, 120), vocab_size=200, model_max_length=64)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
+
+    path = tmp_path_factory.mktemp("extrapolate-corpus") / "docs.txt"
+    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 60)), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tokenizer) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("lm")
+    # LLaMA with larger weights: sharper attention, so that a RoPE scaling visibly moves the loss
+    return {"gpt2": _save_lm("gpt2", root / "gpt2", tokenizer), "bert": _save_lm("bert", root / "bert", tokenizer),
+            "llama": _save_lm("llama", root / "llama", tokenizer, initializer_range=0.3)}
+
+
+def _blocks(tokenizer, corpus: Path, length: int, blocks: int) -> np.ndarray:
+    """The token blocks posviz attention would cut at ``length`` (independently of posviz extrapolate)."""
+    from posviz.observe.corpus_blocks import make_token_blocks
+    from posviz.train.corpus import load_corpus
+
+    return make_token_blocks(tokenizer, load_corpus([str(corpus)]), length, blocks).ids
+
+
+def _forward(folder: Path, ids: np.ndarray, **config_overrides):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    cfg = AutoConfig.from_pretrained(folder)
+    auto = AutoModelForMaskedLM if cfg.model_type == "bert" else AutoModelForCausalLM
+    if config_overrides:
+        cfg = type(cfg)(**{**cfg.to_dict(), **config_overrides})
+    model = auto.from_pretrained(folder, config=cfg, attn_implementation="eager").eval()
+    with torch.no_grad():
+        return model(input_ids=torch.as_tensor(ids), output_attentions=True)
+
+
+def _causal_nll(logits: np.ndarray, ids: np.ndarray, scored: np.ndarray) -> tuple[float, int]:
+    """Summed next-token NLL of the tokens at ``scored`` positions (t >= 1), from float64 log-softmax."""
+    z = logits[:, :-1].astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    picked = np.take_along_axis(logp, ids[:, 1:, None], axis=-1)[..., 0]
+    mask = scored[:, 1:]
+    return float(-picked[mask].sum()), int(mask.sum())
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_causal_loss_is_the_cross_entropy_of_the_models_logits(models, tokenizer, corpus, kind):
+    r = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=5, layers="0")
+    rec = r.records()[0]
+    ids = _blocks(tokenizer, corpus, L, 5)
+    text = np.zeros(ids.shape, dtype=bool)
+    text[:, 1 : L - 1] = True  # [CLS] at 0, [SEP] at n-1: every text token is predicted, the specials are not
+    nll, count = _causal_nll(_forward(models[kind], ids).logits.numpy(), ids, text)
+    assert rec["objective"] == "causal" and rec["causal"] is True
+    assert rec["tokens"] == count == 5 * (L - 2) and rec["blocks"] == 5
+    assert rec["loss"] == pytest.approx(nll / count, rel=1e-6)
+    assert rec["perplexity"] == pytest.approx(np.exp(nll / count), rel=1e-6)
+
+
+def test_masked_loss_uses_the_seeded_masks(models, tokenizer, corpus):
+    """15 % of the text positions of block w, drawn by default_rng([seed, n, 0, w]), replaced by [MASK] and scored."""
+    r = extrapolate(str(models["bert"]), corpus=str(corpus), lengths=[L], max_blocks=4, layers="0", seed=7)
+    rec = r.records()[0]
+    ids = _blocks(tokenizer, corpus, L, 4)
+    masked, inputs = np.zeros(ids.shape, dtype=bool), ids.copy()
+    k = round(0.15 * (L - 2))
+    for w in range(len(ids)):
+        where = np.random.default_rng([7, L, 0, w]).choice(np.arange(1, L - 1), size=k, replace=False)
+        masked[w, where] = True
+    inputs[masked] = tokenizer.mask_token_id
+    logits = _forward(models["bert"], inputs).logits.numpy().astype(np.float64)
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, ids[..., None], axis=-1)[..., 0][masked]
+    assert rec["objective"] == "masked" and rec["causal"] is False and rec["tokens"] == masked.sum() == 4 * k
+    assert rec["loss"] == pytest.approx(nll.mean(), rel=1e-6)
+    assert "seed 7" in rec["protocol"] and "15%" in rec["protocol"]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bert"])
+def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, corpus, kind):
+    """Entropy, largest weight and sink from the attention maps directly; share and Toeplitzness as posviz attention gives them."""
+    import posviz
+
+    r = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=3, batch_size=2)
+    rec = r.records()[0]
+    run = r.runs[0]
+    ids = _blocks(tokenizer, corpus, L, 3)
+    if kind == "bert":  # the model ran on the masked blocks: measure the same input
+        from posviz.extrapolate.blocks import length_blocks, text_budget
+        from posviz.train.corpus import load_corpus
+
+        budget = text_budget(tokenizer, load_corpus([str(corpus)]), L, 3)
+        ids = length_blocks(budget, L, objective="masked", mask_id=tokenizer.mask_token_id).inputs
+    maps = [a.double().numpy() for a in _forward(models[kind], ids).attentions]  # layers of (B, H, n, n)
+    same = posviz.attention(str(models[kind]), token_blocks=ids, layers="all")
+    causal = kind == "gpt2"
+    keys = np.arange(2, L + 1) if causal else np.full(L - 1, L)
+    by = {(h["layer"], h["head"]): h for h in rec["heads"]}
+    assert sorted(by) == [(layer, h) for layer in range(2) for h in range(4)]
+    for layer, a in enumerate(maps):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = -np.where(a > 0, a * np.log(a), 0.0).sum(-1)  # (B, H, n)
+        want_entropy = ent[:, :, 1:].mean(axis=(0, 2))
+        want_norm = (ent[:, :, 1:] / np.log(keys)).mean(axis=(0, 2))
+        want_max = a.max(-1)[:, :, 1:].mean(axis=(0, 2))
+        want_sink = a[:, :, 1:, 0].mean(axis=(0, 2))
+        for h in range(4):
+            got = by[(layer, h)]
+            assert got["entropy"] == pytest.approx(want_entropy[h], rel=1e-5)
+            assert got["entropy_normalised"] == pytest.approx(want_norm[h], rel=1e-5)
+            assert got["max_weight"] == pytest.approx(want_max[h], rel=1e-5)
+            assert got["sink_mass"] == pytest.approx(want_sink[h], rel=1e-5)
+            assert got["positional_share"] == pytest.approx(float(same.stats[layer].positional_share[h]), abs=1e-9)
+            assert got["toeplitzness_offdiag"] == pytest.approx(float(same.stats[layer].toeplitzness_offdiag[h]), abs=1e-9)
+        np.testing.assert_allclose(run.heads[layer].entropy_by_query, ent.mean(axis=0), rtol=1e-5, atol=1e-7)
+
+
+def test_lengths_beyond_a_learned_table_are_na(models, corpus):
+    import posviz
+
+    r = posviz.extrapolate([str(models["gpt2"]), str(models["llama"])], corpus=str(corpus), lengths="16,32,48", max_blocks=2,
+                           layers="0")  # the public API: the package is callable
+    assert isinstance(r, posviz.ExtrapolationResult)
+    recs = {(x["model"], x["length"]): x for x in r.records()}
+    gpt2, llama = str(models["gpt2"]), str(models["llama"])
+    na = recs[(gpt2, 48)]
+    assert na["loss"] is None and na["perplexity"] is None and na["heads"] == [] and "40 positions" in na["reason"]
+    assert na["table_length"] == 40 and na["training_length"] == 40
+    assert recs[(gpt2, 32)]["loss"] is not None and recs[(gpt2, 32)]["reason"] is None
+    # RoPE has no table: 48 runs (and 64 is only the declared training length)
+    assert recs[(llama, 48)]["loss"] is not None and recs[(llama, 48)]["table_length"] is None
+    assert recs[(llama, 48)]["training_length"] == 64
+    # the same text at every length: the budget is 2 blocks of the longest length, shorter lengths cover it in whole blocks
+    assert r.budget[gpt2] == 2 * (48 - 2)
+    assert recs[(gpt2, 16)]["text_tokens"] == (92 // 14) * 14 and recs[(gpt2, 32)]["text_tokens"] == 90
+    frame = r.to_frame()
+    assert len(frame) == 2 * 4 + 1 + 3 * 4  # gpt2: 2 lengths x 4 heads + one n/a row; llama: 3 x 4
+    assert frame.loc[frame["length"].eq(48) & frame["model"].eq(gpt2), "layer"].isna().all()
+
+
+def test_minilm_has_no_head_and_no_position_1024(minilm_dir):
+    """The packaged MiniLM: a BERT encoder without its masked-LM head, and a 512-position table."""
+    r = extrapolate("sentence-transformers/all-MiniLM-L6-v2", lengths="64,1024", max_blocks=1, layers="0")
+    at64, at1024 = r.records()
+    assert at64["loss"] is None and "no trained masked-LM head" in at64["reason"] and len(at64["heads"]) == 12
+    assert at1024["loss"] is None and "512 positions" in at1024["reason"] and at1024["heads"] == []
+    assert at1024["training_length"] == 512 and at64["corpus_sha256"] == at1024["corpus_sha256"]
+
+
+def test_rope_scaling_is_transformers_own(models, tokenizer, corpus):
+    """A variant equals the model transformers builds with that rope_scaling, and differs from the unscaled one."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from posviz.extrapolate.scaling import parse_scaling
+    from posviz.observe.loading import load_model
+
+    r = extrapolate(str(models["llama"]), corpus=str(corpus), lengths=[L], max_blocks=3, layers="0",
+                    rope_scaling=["linear:4", "yarn:2"])
+    recs = {x["variant"]: x for x in r.records()}
+    assert list(recs) == ["unscaled", "linear:4", "yarn:2"]
+    assert recs["yarn:2"]["rope_scaling"] == {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}
+    ids = _blocks(tokenizer, corpus, L, 3)
+    text = np.zeros(ids.shape, dtype=bool)
+    text[:, 1 : L - 1] = True
+    for variant, scaling in (("unscaled", None), ("linear:4", {"rope_type": "linear", "factor": 4.0}),
+                             ("yarn:2", {"rope_type": "yarn", "factor": 2.0})):
+        logits = _forward(models["llama"], ids, **({"rope_scaling": scaling} if scaling else {})).logits.numpy()
+        nll, count = _causal_nll(logits, ids, text)
+        assert recs[variant]["loss"] == pytest.approx(nll / count, rel=1e-6)
+    assert abs(recs["linear:4"]["loss"] - recs["unscaled"]["loss"]) > 1e-4
+    plain = AutoModelForCausalLM.from_pretrained(models["llama"])
+    scaled = load_model(str(models["llama"]), head="causal-lm", with_tokenizer=False,
+                        config_edit=parse_scaling("linear:4").apply).model
+    freq = [next(m.inv_freq for m in x.modules() if hasattr(m, "inv_freq")) for x in (plain, scaled)]
+    torch.testing.assert_close(freq[1], freq[0] / 4)
+
+
+def test_sliding_window_scores_every_token_once(models, tokenizer, corpus):
+    """Stride S: the first window scores all its text, each later one its last S tokens, with the rest as context."""
+    from posviz.extrapolate.blocks import text_budget
+    from posviz.train.corpus import load_corpus
+
+    stride = 6
+    r = extrapolate(str(models["llama"]), corpus=str(corpus), lengths=[L], max_blocks=3, layers="0", stride=stride)
+    rec = r.records()[0]
+    stream = text_budget(tokenizer, load_corpus([str(corpus)]), L, 3).tokens
+    b = L - 2
+    starts = range(0, len(stream) - b + 1, stride)
+    ids = np.array([[tokenizer.cls_token_id, *stream[s : s + b], tokenizer.sep_token_id] for s in starts])
+    scored = np.zeros(ids.shape, dtype=bool)
+    scored[0, 1 : b + 1] = True
+    scored[1:, b + 1 - stride : b + 1] = True
+    nll, count = _causal_nll(_forward(models["llama"], ids).logits.numpy(), ids, scored)
+    assert rec["tokens"] == count == rec["text_tokens"] == list(starts)[-1] + b and rec["blocks"] == len(ids)
+    assert rec["stride"] == stride and len(stream) - rec["text_tokens"] < stride
+    assert rec["loss"] == pytest.approx(nll / count, rel=1e-6)
+
+
+def test_posviz_runs(absolute_run, tisa_run, train_corpus):
+    """A run is a masked LM (its config says nothing causal); beyond its table (--seq-len 32): n/a, never a crash."""
+    r = extrapolate([str(absolute_run), f"{tisa_run}@12"], corpus=str(train_corpus), lengths="16,32,48", max_blocks=2,
+                    layers="0")
+    recs = r.records()
+    absolute = [x for x in recs if x["model"].startswith(f"run {absolute_run}")]
+    tisa = [x for x in recs if "tisa" in x["model"]]
+    assert [x["objective"] for x in recs] == ["masked"] * 6 and all(x["training_length"] == 32 for x in recs)
+    assert [x["loss"] is None for x in absolute] == [False, False, True] and "32 positions" in absolute[2]["reason"]
+    assert all(x["loss"] is not None for x in tisa[:2])
+    beyond = tisa[2]  # TISA has no table: it runs, or the model's own refusal is recorded
+    assert (beyond["loss"] is not None) != (beyond["reason"] is not None and "refuses length 48" in beyond["reason"])
+
+
+def test_cli_json_interface_and_outputs(models, corpus, tmp_path):
+    runner = CliRunner()
+    args = ["extrapolate", str(models["gpt2"]), "--corpus", str(corpus), "--lengths", "16,48", "--max-blocks", "2",
+            "--layers", "0"]
+    res = runner.invoke(app, [*args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    recs = json.loads(res.stdout)
+    assert isinstance(recs, list) and [x["length"] for x in recs] == [16, 48]
+    for x in recs:
+        assert {"model", "length", "loss", "heads", "perplexity", "reason", "training_length", "blocks", "tokens",
+                "corpus_sha256", "protocol", "variant", "rope_scaling"} <= set(x)
+    assert recs[1]["loss"] is None and recs[1]["reason"]
+    assert {"layer", "head", "entropy", "sink_mass", "entropy_normalised", "max_weight", "positional_share",
+            "toeplitzness_offdiag"} <= set(recs[0]["heads"][0])
+    fig, table, csv = tmp_path / "e.png", tmp_path / "e.txt", tmp_path / "e.csv"
+    res = runner.invoke(app, [*args, "-o", str(fig), "-o", str(table), "-o", str(csv)])
+    assert res.exit_code == 0, res.output
+    assert fig.stat().st_size > 0 and "n/a [1]" in table.read_text() and "[1] longer than" in table.read_text()
+    assert csv.read_text().splitlines()[0].startswith("model,variant,length")
+    res = runner.invoke(app, [*args, "-o", str(csv)])
+    assert res.exit_code == 2 and "exists" in res.output
+    assert runner.invoke(app, [*args, "-o", str(csv), "--force"]).exit_code == 0
+
+
+def test_subprocess_table(models, corpus):
+    out = subprocess.run([sys.executable, "-m", "posviz", "extrapolate", str(models["bert"]), "--corpus", str(corpus),
+                          "--lengths", "16,32", "--max-blocks", "2"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "masked LM: 15% of the scored text tokens" in out.stdout and "sha256" in out.stdout
+    assert len([line for line in out.stdout.splitlines() if "unscaled" in line]) == 2
+
+
+def test_report_extrapolate_section_is_opt_in(models, corpus, tmp_path):
+    import pypdf
+
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(out), "--extrapolate-lengths",
+                                   "16,48", "--extrapolate-corpus", str(corpus), "--extrapolate-max-blocks", "2"])
+    assert res.exit_code == 0, res.output
+    assert "extrapolate" in res.stderr.split("sections:")[1]
+    text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
+    assert "Beyond the trained length" in text and "Press" in text and "causal: mean next-token NLL" in text
+    assert "no loss at 48: longer than the model" in " ".join(text.split())
+    bad = CliRunner().invoke(app, ["report", str(models["gpt2"]), "--no-albert", "-o", str(tmp_path / "b.pdf"),
+                                   "--extrapolate-lengths", "16,x"])
+    assert bad.exit_code == 2 and "'x' is not a length" in bad.output and not (tmp_path / "b.pdf").exists()
+
+
+def test_a_length_the_model_refuses_is_na_and_other_errors_are_raised(absolute_run, train_corpus, monkeypatch):
+    """Without the table check, the run's own ValueError at 48 > 32 positions becomes the record's reason."""
+    import posviz.extrapolate.models as models_module
+    from posviz.extrapolate.rows import RowSums
+
+    monkeypatch.setattr(models_module, "table_length", lambda config, declared: None)
+    r = extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32,48", max_blocks=2, layers="0")
+    ok, refused = r.records()
+    assert ok["loss"] is not None and refused["loss"] is None and refused["heads"] == []
+    assert refused["reason"].startswith("the model refuses length 48: ValueError: sequence length 48 exceeds")
+
+    def broken(self, layer, probs):
+        raise RuntimeError("a bug in posviz, not the model")
+
+    monkeypatch.setattr(RowSums, "add", broken)
+    with pytest.raises(RuntimeError, match="a bug in posviz"):  # the model runs one window fine: not an n/a
+        extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32", max_blocks=1, layers="0")
