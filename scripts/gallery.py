@@ -59,6 +59,7 @@ TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callb
          "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz", "posviz/train/data.py", "posviz/train/loop.py",
          "posviz/train/options.py", "posviz/train/tokenizer.py", "posviz/train/log.py"]
 FINETUNE = ["posviz/finetune/*.py"]
+EXTRAPOLATE = ["posviz/extrapolate/*.py", "posviz/util/compat_rope.py"]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -219,6 +220,14 @@ def make_training_report(work: Path) -> dict:
     return {"source_date_epoch": epoch}
 
 
+def make_tstl_runs(work: Path) -> None:
+    python("scripts/train_short_test_long.py", "--out", work, "--results", TSTL)
+
+
+def make_tstl_tables(out: Path) -> None:
+    python("scripts/train_short_test_long.py", "--phase", "tabulate", "--results", TSTL)
+
+
 def make_attention_vs_weights(work: Path) -> None:
     python("scripts/attention_vs_weights.py", "--out", "reports", threads=2)
 
@@ -270,6 +279,9 @@ def _head_epoch() -> str:
 
 
 T3 = "reports/tisa-table3"
+TSTL = "reports/train-short-test-long"
+TSTL_RUNS = [f"{TSTL}/runs/*.json", f"{TSTL}/experiment.json"]
+TSTL_TABLES = [f"{TSTL}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{TSTL}/figure.png"]
 T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
 T3_TABLES = [f"{T3}/{stem}.{ext}" for stem in ("table3", "tupe", "score-by-step", "figure2")
              for ext in ("md", "csv", "json", "png")] + [f"{T3}/overview.md"]
@@ -327,6 +339,17 @@ RECIPES: tuple[Recipe, ...] = (
            ["scripts/none_bidirectional.py", *OBSERVE, *TRAIN, *TOEPLITZ],
            "scripts/none_bidirectional.py --out runs/none-bidirectional --results reports/hidden-known-facts",
            make=make_none_bidirectional, inputs=corpus_inputs),
+    Recipe("train-short-test-long-runs", "slow", TSTL_RUNS,
+           ["scripts/train_short_test_long.py", "scripts/albert_v1_v2.py", *TRAIN, *EXTRAPOLATE, *OBSERVE, *TOEPLITZ, *READ],
+           f"scripts/train_short_test_long.py --out runs/train-short-test-long --results {TSTL} (about an hour on two cores;"
+           " resumes)",
+           make=make_tstl_runs, inputs=corpus_inputs),
+    Recipe("train-short-test-long-tables", "quick", TSTL_TABLES,
+           ["scripts/train_short_test_long.py", "posviz/util/tables.py", "posviz/util/atomic.py"],
+           f"scripts/train_short_test_long.py --phase tabulate --results {TSTL}",
+           make=make_tstl_tables, inputs=run_record_inputs(TSTL_RUNS)),
+    Recipe("train-short-test-long-prose", "prose", [f"{TSTL}/README.md"], [*TSTL_TABLES, f"{TSTL}/experiment.json"],
+           f"edit {TSTL}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-known-facts-prose", "prose", ["reports/hidden-known-facts/README.md"],
            ["reports/hidden-known-facts/*.csv"],
            "edit reports/hidden-known-facts/README.md by hand: it quotes the CSV files beside it"),
