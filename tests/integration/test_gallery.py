@@ -11,7 +11,9 @@ import copy
 import importlib.util
 import json
 import math
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +183,21 @@ def tables_remade(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["tisa-table3-tables"].files))
 def test_the_table3_tables_are_what_todays_code_makes(tables_remade, shipped):
     assert_same_output(tables_remade / Path(shipped).name, ROOT / shipped, renderer_differs("tisa-table3-tables"))
+
+
+@pytest.fixture(scope="module")
+def tstl_remade(tmp_path_factory) -> Path:
+    """The train-short-test-long tables from the committed per-run results, written to a scratch folder."""
+    out = tmp_path_factory.mktemp("train-short-test-long")
+    shutil.copytree(ROOT / gallery.TSTL / "runs", out / "runs")
+    subprocess.run([sys.executable, "scripts/train_short_test_long.py", "--phase", "tabulate", "--results", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    return out
+
+
+@pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["train-short-test-long-tables"].files))
+def test_the_train_short_test_long_tables_are_what_todays_code_makes(tstl_remade, shipped):
+    assert_same_output(tstl_remade / Path(shipped).name, ROOT / shipped, renderer_differs("train-short-test-long-tables"))
 
 
 # --- the console examples of the docs -----------------------------------------------------------------------------
