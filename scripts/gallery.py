@@ -220,6 +220,10 @@ def make_training_report(work: Path) -> dict:
     return {"source_date_epoch": epoch}
 
 
+def make_hidden_schemes(work: Path) -> None:
+    python("scripts/hidden_schemes.py", "--out", work, "--results", "reports/hidden-schemes")
+
+
 def make_tstl_runs(work: Path) -> None:
     python("scripts/train_short_test_long.py", "--out", work, "--results", TSTL)
 
@@ -350,6 +354,14 @@ RECIPES: tuple[Recipe, ...] = (
            make=make_tstl_tables, inputs=run_record_inputs(TSTL_RUNS)),
     Recipe("train-short-test-long-prose", "prose", [f"{TSTL}/README.md"], [*TSTL_TABLES, f"{TSTL}/experiment.json"],
            f"edit {TSTL}/README.md by hand: it quotes the tables beside it"),
+    Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
+                                      "reports/hidden-schemes/figure.png"],
+           ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE, *TRAIN, *TOEPLITZ],
+           "scripts/hidden_schemes.py --out runs/hidden-schemes --results reports/hidden-schemes (12 runs; about 40 minutes)",
+           make=make_hidden_schemes, inputs=corpus_inputs),
+    Recipe("hidden-schemes-prose", "prose", ["reports/hidden-schemes/README.md"],
+           ["reports/hidden-schemes/table.md", "reports/hidden-schemes/hidden-schemes.csv"],
+           "edit reports/hidden-schemes/README.md by hand: it quotes the table beside it"),
     Recipe("hidden-known-facts-prose", "prose", ["reports/hidden-known-facts/README.md"],
            ["reports/hidden-known-facts/*.csv"],
            "edit reports/hidden-known-facts/README.md by hand: it quotes the CSV files beside it"),
