@@ -63,10 +63,12 @@ def table_length(config: Mapping[str, Any], declared: int | None) -> int | None:
     from posviz.read.families import family_for_config
 
     try:
-        scheme = family_for_config(config).scheme
+        family = family_for_config(config)
     except UnsupportedModelError:
         return None if is_rope(config) else declared
-    return declared if scheme == "learned" else None
+    if family.scheme != "learned" or (family.tables and all(t.fixed for t in family.tables)):
+        return None  # no table, or one computed from the config for any length (posviz's sinusoidal scheme)
+    return declared
 
 
 def training_length(config: Mapping[str, Any], declared: int | None) -> int | None:
