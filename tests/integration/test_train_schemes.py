@@ -139,6 +139,8 @@ def test_report_of_rope_sinusoidal_and_causal_runs(rope_causal, sinusoidal_run, 
     assert res.exit_code == 0, res.output
     text = "\n".join(page.extract_text() for page in PdfReader(out).pages)
     assert "band energy" in text and "sinusoidal" in text
+    # one causal run beside a masked LM: the training page says which loss each logged (the log keys are shared)
+    assert "Held-out MLM or next-token loss" in text and f"Causal runs ({rope_causal}" in " ".join(text.split())
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

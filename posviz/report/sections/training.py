@@ -127,7 +127,11 @@ def _panels(fig, runs) -> None:
         heads.plot(*series("toeplitzness_heads_offdiag_mean"), "-o", ms=2.5, lw=1.3, color=color,
                    gid=f"toeplitzness_heads_offdiag_mean:{label}")
         heads.plot(*series("toeplitzness_heads_mean"), "--", lw=0.8, color=color, alpha=0.45, gid=f"toeplitzness_heads_mean:{label}")
-    titles = ("Held-out MLM loss\n(dashed: training loss)", "Held-out masked-token\naccuracy (%)",
+    objectives = {it.data["run"].options.get("objective", "mlm") for it in runs}
+    # a causal run logs next-token loss and accuracy under the same keys: the titles say which the panels hold
+    kind = {frozenset({"mlm"}): ("MLM", "masked-token"), frozenset({"causal"}): ("next-token", "next-token")}.get(
+        frozenset(objectives), ("MLM or next-token", "masked- or next-token"))
+    titles = (f"Held-out {kind[0]} loss\n(dashed: training loss)", f"Held-out {kind[1]}\naccuracy (%)",
               "Toeplitzness of P = E_P E_Pᵀ, off-diag R²\n(dotted: its null; faint dashed: full R²)",
               "Layer-0 heads' positional scores,\nmean off-diag R² (faint dashed: full)")
     for ax, title in zip(axes, titles, strict=True):
@@ -149,6 +153,7 @@ def _panels(fig, runs) -> None:
 def methods(ctx: ReportContext) -> list[Block]:
     """What the training logs record, and the TISA and TUPE schemes."""
     schemes = sorted({it.data["run"].scheme for it in ctx.runs})
+    causal = sorted(it.label for it in ctx.runs if it.data["run"].options.get("objective", "mlm") == "causal")
     blocks = [
         Block(
             "Training runs",
@@ -160,6 +165,9 @@ def methods(ctx: ReportContext) -> list[Block]:
                 "tokens); the Toeplitzness of P = E_P E_Pᵀ with its row-permutation null (5 draws), for schemes with a "
                 "position table; and the Toeplitzness of every layer-0 head's positional scores, the exact position-only "
                 "term the model adds to its attention logits, with their mean. The report plots these logged values.",
+                *([f"Causal runs ({', '.join(causal)}; posviz train --objective causal) are next-token language models "
+                   "under a causal mask instead (DataCollatorForLanguageModeling with mlm=False): their logged loss and "
+                   "accuracy are next-token ones, on the same held-out blocks."] if causal else []),
                 "A run's rows in the summary table and its heatmap come from its final checkpoint, for schemes with a "
                 "table: absolute and absolute+tisa (the input table E_P) and TUPE (the table of the untied positional "
                 "term, without its extra [CLS] row).",
