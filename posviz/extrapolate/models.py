@@ -63,6 +63,7 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
                             config_edit=None if scaling is None else scaling.apply)
         label = loaded.label
+        _no_cache_argument(loaded.model)
         if scaling is not None:
             check_applied(loaded.model, scaling)
         untrained = untrained_head(loaded.model, loaded.missing_keys)
@@ -76,6 +77,21 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         gc.collect()
     records = by_variant.pop("") + [r for runs in by_variant.values() for r in runs]  # unscaled first, then as given
     return label, len(budget.tokens), records
+
+
+def _no_cache_argument(model: Any) -> None:
+    """Stop the shared attention pass from passing ``use_cache=False`` to a forward that has no such argument.
+
+    ``posviz attention``'s pass turns the cache off for models whose config has a ``use_cache`` field; with a
+    language-model head that is not enough in transformers 4.x, whose ``BertForMaskedLM.forward`` refuses the
+    keyword although ``BertConfig`` has the field. Such a model keeps no cache anyway, so the field is cleared.
+    """
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if getattr(model.config, "use_cache", None) is not None and "use_cache" not in params and not takes_any:
+        model.config.use_cache = None
 
 
 def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scaling: RopeScaling | None, declared: str | None,
