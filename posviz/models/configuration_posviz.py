@@ -9,6 +9,7 @@ fields choose and size the positional scheme (RoPE's ``rope_theta`` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,6 +72,13 @@ class PosvizAlbertConfig(PretrainedConfig):
     partial_rotary_factor
         Share of each head's dimensions that rotate (GPT-NeoX's ``rotary_pct``):
         ``d_rot = int(head_dim * partial_rotary_factor)``, which must be even.
+    sinusoidal_scale
+        ``sinusoidal`` only: the fixed table is multiplied by this before it is added
+        to the word embeddings. Default ``sqrt(2) * initializer_range``: the table's
+        per-element root mean square (1/sqrt(2) unscaled) then equals the word
+        embeddings' initial standard deviation, so neither swamps the other under the
+        embedding LayerNorm (the Transformer reaches the same balance by scaling its
+        embeddings by sqrt(d)).
     is_causal
         Causal attention (query ``i`` sees keys ``j <= i``): the causal-LM
         objective. ``False`` (the default) is the bidirectional masked LM.
@@ -103,6 +111,7 @@ class PosvizAlbertConfig(PretrainedConfig):
         rope_theta: float = 10000.0,
         partial_rotary_factor: float = 1.0,
         is_causal: bool = False,
+        sinusoidal_scale: float | None = None,
         pad_token_id: int | None = 0,
         bos_token_id: int | None = 2,
         eos_token_id: int | None = 3,
@@ -150,6 +159,9 @@ class PosvizAlbertConfig(PretrainedConfig):
         self.rope_theta = float(rope_theta)
         self.partial_rotary_factor = float(partial_rotary_factor)
         self.is_causal = bool(is_causal)
+        self.sinusoidal_scale = math.sqrt(2) * initializer_range if sinusoidal_scale is None else float(sinusoidal_scale)
+        if not self.sinusoidal_scale > 0:
+            raise ValueError(f"sinusoidal_scale must be positive, got {sinusoidal_scale}")
         self.tie_word_embeddings = tie_word_embeddings
         super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id, **kwargs)
 

@@ -52,7 +52,7 @@ class PosvizEmbeddings(nn.Module):
         else:
             self.position_embeddings = None
         # no parameters and no buffers: the state dict is that of scheme "none"
-        self.sinusoidal = SinusoidalPositions(config.embedding_size) if config.uses_fixed_table else None
+        self.sinusoidal = SinusoidalPositions(config.embedding_size, config.sinusoidal_scale) if config.uses_fixed_table else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.embedding_size)
         self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)

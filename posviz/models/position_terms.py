@@ -100,7 +100,7 @@ def _with_fixed_table(config, get: Callable[[str], np.ndarray]) -> Callable[[str
         if suffix == TABLE:
             from posviz.read.embeddings import sinusoidal_embeddings
 
-            return sinusoidal_embeddings(config.max_position_embeddings, config.embedding_size)
+            return sinusoidal_embeddings(config.max_position_embeddings, config.embedding_size) * config.sinusoidal_scale
         return get(suffix)
 
     return with_table

@@ -290,7 +290,8 @@ def _fixed_table(source: Source, fam: Family, kind: str, sl: slice | None) -> Po
     config = source.config
     n, d = int(config["max_position_embeddings"]), int(config["embedding_size"])
     start, stop = _kept(sl, n)
-    matrix = sinusoidal_embeddings(n, d)[start:stop]
+    # the scale the model multiplies its table by (posviz runs record it; 1 for a config without the field)
+    matrix = sinusoidal_embeddings(n, d)[start:stop] * float(config.get("sinusoidal_scale", 1.0))
     return PositionEmbeddings(
         matrix=matrix, model=source.label, source=source.describe(), family=fam.name, table="positions",
         tensor=f"(fixed {kind} table, {n}x{d}, computed from config.json)", stored_rows=n, row_offset=0,

@@ -172,20 +172,24 @@ def test_sinusoidal_model_adds_the_table_to_the_input_and_reports_it_as_e_p():
 
     torch.manual_seed(0)
     model = PosvizForMaskedLM(PosvizAlbertConfig(**TINY, position_scheme="sinusoidal")).eval()
+    # scaled so its per-element RMS (1/sqrt(2) unscaled) is the word embeddings' initial std
+    scale = model.config.sinusoidal_scale
+    assert scale == pytest.approx(math.sqrt(2) * model.config.initializer_range)
+    assert np.sqrt(np.mean((scale * vaswani(64, 16)) ** 2)) == pytest.approx(model.config.initializer_range, rel=0.01)
     emb = model.albert.embeddings
     ids = torch.randint(5, 61, (1, 30))  # longer than max_position_embeddings (20): no table bounds it
     with torch.no_grad():
         got = emb(ids)
-        x = emb.word_embeddings(ids) + emb.token_type_embeddings.weight[0] + torch.from_numpy(vaswani(30, 16)).float()
+        x = emb.word_embeddings(ids) + emb.token_type_embeddings.weight[0] + torch.from_numpy(scale * vaswani(30, 16)).float()
         want = emb.LayerNorm(x)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
     assert not [name for name in model.state_dict() if "position" in name]  # nothing stored, nothing trained
-    np.testing.assert_allclose(position_table(model), vaswani(20, 16), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(position_table(model), scale * vaswani(20, 16), rtol=0, atol=1e-12)
     # its per-head position-only logits: as for a learned table, from the fixed one
     scores = positional_scores(model, layer=1, convention="ln")
     enc, att = model.albert.encoder, model.albert.encoder.albert_layer_groups[0].albert_layers[0].attention
     with torch.no_grad():
-        xp = enc.embedding_hidden_mapping_in(emb.LayerNorm(torch.from_numpy(vaswani(20, 16)).float()))
+        xp = enc.embedding_hidden_mapping_in(emb.LayerNorm(torch.from_numpy(scale * vaswani(20, 16)).float()))
         q, k = att.query(xp).view(20, 4, 8).transpose(0, 1), att.key(xp).view(20, 4, 8).transpose(0, 1)
         want_scores = (q @ k.transpose(1, 2) / math.sqrt(8)).double().numpy()
     assert scores.form == "factored" and scores.meta["scheme"] == "sinusoidal"

@@ -114,7 +114,9 @@ def test_a_sinusoidal_run_has_the_formula_as_its_e_p(tmp_path):
     freq = 10000.0 ** (-np.arange(0, 16, 2) / 16)
     want = np.empty((20, 16))
     want[:, 0::2], want[:, 1::2] = np.sin(pos * freq), np.cos(pos * freq)
-    np.testing.assert_allclose(pe.matrix, want[2:18], rtol=0, atol=1e-15)
+    scale = pe.config["sinusoidal_scale"]  # what the model multiplies its table by, recorded in config.json
+    assert scale == pytest.approx(np.sqrt(2) * pe.config["initializer_range"])
+    np.testing.assert_allclose(pe.matrix, scale * want[2:18], rtol=0, atol=1e-15)
     assert (pe.fixed, pe.positions, pe.stored_rows, pe.family) == ("sinusoidal", (2, 18), 20, "posviz-albert (sinusoidal)")
     assert "computed from config.json" in pe.tensor
     assert toeplitzness(pe.matrix @ pe.matrix.T) == pytest.approx(1.0, abs=1e-12)

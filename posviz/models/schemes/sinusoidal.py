@@ -34,11 +34,14 @@ class SinusoidalPositions(nn.Module):
     ----------
     dim
         Embedding size.
+    scale
+        Factor of the table (the config's ``sinusoidal_scale``).
     """
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, scale: float = 1.0) -> None:
         super().__init__()
         self.dim = dim
+        self.scale = scale
 
     def table(self, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """``(n, dim)`` rows for positions ``0 .. n-1``."""
@@ -48,7 +51,7 @@ class SinusoidalPositions(nn.Module):
             if len(cache) >= 8:  # a few lengths at a time (training, evaluation, extrapolation)
                 cache.clear()
             with torch.inference_mode(False), torch.no_grad():
-                cache[key] = sinusoidal_table(n, self.dim).to(device=device, dtype=dtype)
+                cache[key] = (sinusoidal_table(n, self.dim) * self.scale).to(device=device, dtype=dtype)
         return cache[key]
 
     def forward(self, n: int, device: torch.device, dtype: torch.dtype,
