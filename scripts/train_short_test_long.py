@@ -280,12 +280,12 @@ def figure(rows: list[dict[str, Any]], entropy: dict[str, dict[int, dict[int, fl
             ax.errorbar(x, [r["loss_mean"] for r in pts], yerr=[r["loss_sd"] for r in pts], marker="o", ms=4, capsize=3,
                         color=colours(i), label=LABELS[s])
     ax.axvline(train_length, color="0.3", ls="--", lw=1)
-    ax.text(train_length, ax.get_ylim()[1], f" trained at L = {train_length}", va="top", fontsize=8, color="0.3")
+    ax.text(train_length, ax.get_ylim()[0], f" trained at L = {train_length}", va="bottom", fontsize=8, color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens per window)")
     ax.set_ylabel("held-out loss (nats per token, lower is better)")
     ax.set_title("Loss against length (mean ± sd over seeds)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     for i, s in enumerate(schemes):
         sub = fig.add_subplot(grid[i % 2, 1 + i // 2])
         layers = entropy.get(s, {})
