@@ -221,7 +221,9 @@ def make_training_report(work: Path) -> dict:
 
 
 def make_hidden_schemes(work: Path) -> None:
-    python("scripts/hidden_schemes.py", "--out", work, "--results", "reports/hidden-schemes")
+    # from inside the work folder: the records name each run by its folder, not by a path of this machine
+    python(ROOT / "scripts/hidden_schemes.py", "--out", ".", "--results", ROOT / "reports/hidden-schemes",
+           "--none", ROOT / "reports/hidden-known-facts/none-bidirectional.csv", cwd=work)
 
 
 def make_tstl_runs(work: Path) -> None:

@@ -102,7 +102,7 @@ def test_an_experiment_stopped_by_bad_input_is_not_held_to_its_settings(script, 
     assert script.main([*argv, "--scheme", "bogus"]) == 2
     assert script.main([*argv, "--v1-fraction", "0"]) == 2  # other settings, yet its own error, not "other settings"
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: unknown scheme 'bogus' (hint: choose one of absolute, none, tisa, absolute+tisa, tupe-a, tupe-r, t5, alibi)",
+    assert err == ["error: unknown scheme 'bogus' (hint: choose one of absolute, none, tisa, absolute+tisa, tupe-a, tupe-r, t5, alibi, rope, sinusoidal)",
                    "error: --train-fraction must be above 0 and at most 1, not 0.0"]
     assert json.loads((out / "experiment.json").read_text())["variants"][0]["train_fraction"] == 0.0  # the newest record
     assert not list(out.glob("*/run.json"))

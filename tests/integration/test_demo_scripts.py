@@ -20,7 +20,7 @@ def test_training_trajectories_refuses_bad_input_before_training(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("kept")
     cases = [
-        (["--schemes", "absolute", "rope", "--out", "runs", "-o", "t.png"], "error: unknown scheme 'rope' (hint: choose one of"),
+        (["--schemes", "absolute", "spiral", "--out", "runs", "-o", "t.png"], "error: unknown scheme 'spiral' (hint: choose one of"),
         (["--out", "taken/runs"], "error: --out taken/runs cannot be a folder: taken is a file"),
     ]
     for args, start in cases:
