@@ -108,6 +108,9 @@ def _root(
     """
     _state["debug"] = debug
     warnings.showwarning = _warning_line
+    # transformers 4.4x announces a change of its own default on every tokenizer load; it says nothing about the
+    # user's input, and shown once per process it would make a one-line error two lines only some of the time
+    warnings.filterwarnings("ignore", message=".*clean_up_tokenization_spaces.*", category=FutureWarning)
     from posviz.read import remote
 
     remote.configure(full_download=full_download, verbose=verbose)
