@@ -9,6 +9,11 @@ every fine-tuning record of the seeds rerun) with what is committed::
         --results /tmp/rerun/t3 --out /tmp/rerun/t3runs
     .venv/bin/python scripts/compare_rerun.py reports/tisa-table3/runs/a-S3-s0 /tmp/rerun/t3/runs/a-S3-s0
 
+    # one run of train short, test long (its record: RESULTS/runs/NAME.json)
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/train_short_test_long.py --schemes rope --seeds 0 \\
+        --results /tmp/rerun/tstl --out /tmp/rerun/tstlruns
+    .venv/bin/python scripts/compare_rerun.py reports/train-short-test-long/runs/rope-s0.json /tmp/rerun/tstl/runs/rope-s0.json
+
     # one run of the miniature ALBERT v1 -> v2 (its run folder holds trajectory.json)
     OMP_NUM_THREADS=1 .venv/bin/python scripts/albert_v1_v2.py --steps 1000 --eval-every 50 --seeds 0 --out /tmp/rerun/av
     .venv/bin/python scripts/compare_rerun.py reports/albert-v1-v2 /tmp/rerun/av/v1-s0 --run v1-s0
@@ -70,6 +75,40 @@ def differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, f
     return worst
 
 
+def _leaves(doc: Any, path: str = "") -> dict[str, Any]:
+    """Every leaf of a JSON document by its path (``extrapolate[2].heads[5].entropy``)."""
+    if isinstance(doc, dict):
+        return {k: v for key, value in doc.items() for k, v in _leaves(value, f"{path}.{key}" if path else key).items()}
+    if isinstance(doc, list):
+        return {k: v for i, value in enumerate(doc) for k, v in _leaves(value, f"{path}[{i}]").items()}
+    return {path: doc}
+
+
+def record_differences(a: Any, b: Any) -> tuple[dict[str, float], list[str]]:
+    """Two result records (JSON) of the same run: the largest relative difference per metric (the leaf's key, over
+    every record and head), and the leaves that must be equal and are not (a missing leaf, a hash, a count).
+
+    Strings other than hashes name where a run lay (its folder, the corpus file) and are not compared.
+    """
+    left, right = _leaves(a), _leaves(b)
+    worst: dict[str, float] = {}
+    unequal = [f"{k}: only in the {'shipped record' if k in left else 'rerun'}" for k in sorted(left.keys() ^ right.keys())]
+    for k in sorted(left.keys() & right.keys()):
+        v, w = left[k], right[k]
+        metric = k.rsplit(".", 1)[-1].split("[")[0]
+        if isinstance(v, float) or isinstance(w, float):
+            if v is None or w is None:
+                unequal += [] if v is w else [f"{k}: shipped {v}, rerun {w}"]
+                continue
+            rel = 0.0 if v == w else abs(v - w) / max(abs(v), abs(w), 1e-6)  # 1e-6: statistics that are zero up to rounding
+            worst[metric] = max(worst.get(metric, 0.0), rel)
+        elif isinstance(v, str) and isinstance(w, str) and "sha256" not in metric:
+            continue
+        elif v != w:
+            unequal.append(f"{k}: shipped {v}, rerun {w}")
+    return worst, unequal
+
+
 def finetune_differences(shipped: Path, rerun: Path) -> dict[str, tuple[float, float, float, float]]:
     """Every fine-tuning record the rerun holds (same step, task, seed, metric): the rerun's value, its absolute
     difference from the shipped one in the metric's points, and the range of the shipped run's fine-tuning seeds."""
@@ -91,13 +130,24 @@ def finetune_differences(shipped: Path, rerun: Path) -> dict[str, tuple[float, f
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("shipped", type=Path, help="the shipped run folder (or reports/albert-v1-v2 with --run)")
-    p.add_argument("rerun", type=Path, help="the rerun's folder (holding trajectory.json)")
+    p.add_argument("shipped", type=Path, help="the shipped run folder (or reports/albert-v1-v2 with --run, or a result record .json)")
+    p.add_argument("rerun", type=Path, help="the rerun's folder (holding trajectory.json), or its result record .json")
     p.add_argument("--run", help="which run of reports/albert-v1-v2 (v1-s0, v2-s1, ...)")
     p.add_argument("--rtol", type=float, default=1e-3, help="largest relative difference accepted (default: 1e-3)")
     p.add_argument("--finetune-atol", type=float, default=0.25,
                    help="largest difference of a fine-tuning score accepted, in points (default: 0.25, 5 of 2000 dev examples)")
     args = p.parse_args()
+    if args.shipped.suffix == ".json":  # one result record (train_short_test_long.py's RESULTS/runs/NAME.json)
+        worst, unequal = record_differences(json.loads(args.shipped.read_text(encoding="utf-8")),
+                                            json.loads(args.rerun.read_text(encoding="utf-8")))
+        print(f"{len(worst)} metrics compared, largest relative difference:")
+        for k, v in sorted(worst.items()):
+            print(f"  {k:60s} {v:.1e}{'' if v <= args.rtol else '   <-- beyond --rtol'}")
+        for line in unequal[:20]:
+            print(f"  {line}   <-- differs")
+        ok = bool(worst) and not unequal and all(v <= args.rtol for v in worst.values())
+        print("agrees" if ok else "differs")
+        return 0 if ok else 1
     settings, shipped = shipped_evaluations(args.shipped, args.run)
     doc = json.loads((args.rerun / "trajectory.json").read_text(encoding="utf-8"))
     ok = True

@@ -54,7 +54,13 @@ TOEPLITZ = ["posviz/toeplitz/*.py", "posviz/util/compat.py", "posviz/util/format
 HEADS = ["posviz/batch/*.py"]
 PLOTS = ["posviz/plots/*.py"]
 REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/reference/*"]
-OBSERVE = ["posviz/observe/*.py"]
+# posviz attention and posviz hidden share the block runner and the loader; each recipe depends on its own half
+OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/loading.py",
+               "posviz/observe/runner.py"]
+OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
+                     "posviz/observe/api.py", "posviz/observe/rope_bands.py"]
+OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_statistics.py",
+                  "posviz/observe/hidden_sums.py", "posviz/observe/probe.py"]
 TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",
          "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz", "posviz/train/data.py", "posviz/train/loop.py",
          "posviz/train/options.py", "posviz/train/tokenizer.py", "posviz/train/log.py"]
@@ -280,6 +286,13 @@ def verify_albert(work: Path) -> list[str]:
     return compare("reports/albert-v1-v2", work / "v1-s0", "--run", "v1-s0")
 
 
+def verify_tstl(work: Path) -> list[str]:
+    """Rerun ``rope-s0`` alone (training and every length) through the script, into the work folder."""
+    python(ROOT / "scripts/train_short_test_long.py", "--schemes", "rope", "--seeds", "0", "--out", "runs", "--results", "results",
+           cwd=work)
+    return compare(f"{TSTL}/runs/rope-s0.json", work / "results" / "runs" / "rope-s0.json")
+
+
 def _head_epoch() -> str:
     return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -302,12 +315,12 @@ RECIPES: tuple[Recipe, ...] = (
            "make demo (or: scripts/gallery.py make minilm-demo)",
            make=lambda work: make_minilm_demo(ROOT / REPORTS, _head_epoch()), inputs=minilm_inputs),
     Recipe("minilm-hidden", "slow", ["reports/minilm-hidden.*"],
-           ["posviz/cli/hidden.py", *OBSERVE, *READ, *TOEPLITZ, "posviz/plots/hidden.py", "posviz/plots/common.py"],
+           ["posviz/cli/hidden.py", *OBSERVE_HIDDEN, *READ, *TOEPLITZ, "posviz/plots/hidden.py", "posviz/plots/common.py"],
            f"posviz hidden {MINILM} --seq-len 128 --max-blocks 256 --force -o reports/minilm-hidden.png -o reports/minilm-hidden.json"
            " -o reports/minilm-hidden.txt",
            make=make_minilm_hidden, inputs=both(minilm_inputs, corpus_inputs)),
     Recipe("attention-vs-weights", "slow", ["reports/attention-vs-weights-minilm.*"],
-           ["scripts/attention_vs_weights.py", *OBSERVE, *READ, *TOEPLITZ, *HEADS, "posviz/plots/scatter.py",
+           ["scripts/attention_vs_weights.py", *OBSERVE_ATTENTION, *READ, *TOEPLITZ, *HEADS, "posviz/plots/scatter.py",
             "posviz/plots/common.py"],
            "scripts/attention_vs_weights.py --out reports", make=make_attention_vs_weights,
            inputs=both(minilm_inputs, corpus_inputs)),
@@ -337,19 +350,19 @@ RECIPES: tuple[Recipe, ...] = (
            "scripts/gallery.py make training-report (five 150-step runs, posviz report, four pages as PNG)",
            make=make_training_report, inputs=corpus_inputs),
     Recipe("nope-causal", "slow", ["reports/hidden-known-facts/nope-causal.csv"],
-           ["scripts/nope_causal.py", *OBSERVE, *TOEPLITZ, "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz",
+           ["scripts/nope_causal.py", *OBSERVE_HIDDEN, *TOEPLITZ, "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz",
             "posviz/train/tokenizer.py"],
            "scripts/nope_causal.py --steps 400 --seeds 0,1,2 --out runs/nope-causal (then copy nope-causal.csv)",
            make=make_nope_causal, inputs=corpus_inputs),
     Recipe("none-bidirectional", "slow", ["reports/hidden-known-facts/none-bidirectional.csv"],
-           ["scripts/none_bidirectional.py", *OBSERVE, *TRAIN, *TOEPLITZ],
+           ["scripts/none_bidirectional.py", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],
            "scripts/none_bidirectional.py --out runs/none-bidirectional --results reports/hidden-known-facts",
            make=make_none_bidirectional, inputs=corpus_inputs),
     Recipe("train-short-test-long-runs", "slow", TSTL_RUNS,
-           ["scripts/train_short_test_long.py", "scripts/albert_v1_v2.py", *TRAIN, *EXTRAPOLATE, *OBSERVE, *TOEPLITZ, *READ],
+           ["scripts/train_short_test_long.py", "scripts/albert_v1_v2.py", *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION, *TOEPLITZ, *READ],
            f"scripts/train_short_test_long.py --out runs/train-short-test-long --results {TSTL} (about an hour on two cores;"
            " resumes)",
-           make=make_tstl_runs, inputs=corpus_inputs),
+           make=make_tstl_runs, inputs=corpus_inputs, verify=verify_tstl),
     Recipe("train-short-test-long-tables", "quick", TSTL_TABLES,
            ["scripts/train_short_test_long.py", "posviz/util/tables.py", "posviz/util/atomic.py"],
            f"scripts/train_short_test_long.py --phase tabulate --results {TSTL}",
@@ -358,7 +371,7 @@ RECIPES: tuple[Recipe, ...] = (
            f"edit {TSTL}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
                                       "reports/hidden-schemes/figure.png"],
-           ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE, *TRAIN, *TOEPLITZ],
+           ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],
            "scripts/hidden_schemes.py --out runs/hidden-schemes --results reports/hidden-schemes (12 runs; about 40 minutes)",
            make=make_hidden_schemes, inputs=corpus_inputs),
     Recipe("hidden-schemes-prose", "prose", ["reports/hidden-schemes/README.md"],

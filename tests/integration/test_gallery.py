@@ -69,6 +69,13 @@ def test_a_changed_dependency_names_the_stale_files_and_the_command_that_remakes
     assert f"remake: make gallery, or: {gallery.BY_NAME['training-report'].command}" in text
 
 
+def test_every_module_of_the_corpus_passes_is_a_dependency_of_its_recipes():
+    # recipes depend on posviz attention's half of posviz/observe or on posviz hidden's; a new module in neither
+    # would change shipped numbers without making them stale
+    listed = set(gallery.expand(gallery.OBSERVE_ATTENTION)) | set(gallery.expand(gallery.OBSERVE_HIDDEN))
+    assert set(gallery.expand(["posviz/observe/*.py"])) == listed
+
+
 def test_a_recipe_missing_from_the_manifest_is_stale():
     manifest = copy.deepcopy(MANIFEST)
     del manifest["outputs"]["minilm-demo"]
