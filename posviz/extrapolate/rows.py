@@ -55,13 +55,12 @@ class RowSums:
         p = probs.detach()
         if p.dtype not in (torch.float32, torch.float64):  # half precision: entropy terms in float32
             p = p.float()
-        parts = (torch.special.entr(p).sum(dim=-1).to(torch.float64).sum(dim=0),
-                 p.amax(dim=-1).to(torch.float64).sum(dim=0))
         if layer not in self._sums:
-            self._sums[layer] = list(parts)
-        else:
-            for acc, part in zip(self._sums[layer], parts, strict=True):
-                acc += part
+            self._sums[layer] = [p.new_zeros(p.shape[1:3], dtype=torch.float64), p.new_zeros(p.shape[1:3], dtype=torch.float64)]
+        entropy, largest = self._sums[layer]
+        for h in range(p.shape[1]):  # one head at a time: entr's temporary is then reused memory (half the time)
+            entropy[h] += torch.special.entr(p[:, h]).sum(dim=-1).to(torch.float64).sum(dim=0)
+        largest += p.amax(dim=-1).to(torch.float64).sum(dim=0)
 
     def layer(self, layer: int, blocks: int, causal: bool) -> RowStatistics:
         """The statistics of one layer over ``blocks`` blocks (``causal``: query ``i`` sees ``i + 1`` keys)."""

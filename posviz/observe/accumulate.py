@@ -36,14 +36,20 @@ class AttentionSums:
         """Add one batch of one layer: ``probs`` of shape ``(batch, heads, n, n)``."""
         import torch
 
-        a = probs.detach().to(torch.float64)
-        row_sum = a.sum(dim=-1)  # (B, H, n)
-        parts = (a.sum(dim=0), (a * a).sum(dim=(0, 3)), (row_sum * row_sum).sum(dim=0))
+        a = probs.detach()
         if layer not in self._sums:
-            self._sums[layer] = list(parts)
-        else:
-            for acc, part in zip(self._sums[layer], parts, strict=True):
-                acc += part
+            heads, n = a.shape[1], a.shape[-1]
+            self._sums[layer] = [a.new_zeros((heads, n, n), dtype=torch.float64),
+                                 a.new_zeros((heads, n), dtype=torch.float64), a.new_zeros((heads, n), dtype=torch.float64)]
+        total, row_sq, row_sum_sq = self._sums[layer]
+        # One head at a time: a float64 copy of the whole batch's maps cost as much as the layer's attention itself
+        # (fresh pages for every batch); a head's copy is reused memory, and the sums are the same, float64 throughout.
+        for h in range(a.shape[1]):
+            x = a[:, h].to(torch.float64)  # (B, n, n)
+            row_sum = x.sum(dim=-1)
+            total[h] += x.sum(dim=0)
+            row_sq[h] += (x * x).sum(dim=(0, 2))
+            row_sum_sq[h] += (row_sum * row_sum).sum(dim=0)
 
     def layer(self, layer: int) -> LayerSums:
         """The sums of one layer, as numpy arrays."""

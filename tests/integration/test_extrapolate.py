@@ -224,6 +224,31 @@ def test_rope_scaling_is_transformers_own(models, tokenizer, corpus):
     torch.testing.assert_close(freq[1], freq[0] / 4)
 
 
+def test_dynamic_and_llama3_scaling_are_transformers_own_past_the_trained_length(models, tokenizer, corpus):
+    """Past the 64 positions LLaMA declares, dynamic (NTK) and llama3 variants equal transformers' own models."""
+    from transformers import AutoConfig
+
+    long = 2 * AutoConfig.from_pretrained(models["llama"]).max_position_embeddings
+    r = extrapolate(str(models["llama"]), corpus=str(corpus), lengths=[L, long], max_blocks=2, layers="0",
+                    rope_scaling=["dynamic:2", "llama3:4"])
+    recs = {(x["variant"], x["length"]): x for x in r.records()}
+    assert recs[("llama3:4", long)]["rope_scaling"] == {
+        "rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": 64, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0}
+    ids = _blocks(tokenizer, corpus, long, 2)  # the budget: 2 windows of the longest length
+    text = np.zeros(ids.shape, dtype=bool)
+    text[:, 1 : long - 1] = True
+    for variant in ("unscaled", "dynamic:2", "llama3:4"):
+        scaling = recs[(variant, long)]["rope_scaling"]
+        logits = _forward(models["llama"], ids, **({"rope_scaling": scaling} if scaling else {})).logits.numpy()
+        nll, count = _causal_nll(logits, ids, text)
+        assert recs[(variant, long)]["loss"] == pytest.approx(nll / count, rel=1e-6), variant
+    # NTK scaling starts past the declared length: the same loss within it, another one beyond it
+    assert recs[("dynamic:2", L)]["loss"] == pytest.approx(recs[("unscaled", L)]["loss"], rel=1e-9)
+    assert abs(recs[("dynamic:2", long)]["loss"] - recs[("unscaled", long)]["loss"]) > 1e-4
+    assert abs(recs[("llama3:4", long)]["loss"] - recs[("unscaled", long)]["loss"]) > 1e-4
+
+
 def test_sliding_window_scores_every_token_once(models, tokenizer, corpus):
     """Stride S: the first window scores all its text, each later one its last S tokens, with the rest as context."""
     from posviz.extrapolate.blocks import text_budget

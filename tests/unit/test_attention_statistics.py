@@ -153,3 +153,28 @@ def test_row_diagonal_sums_match_the_dense_sums(causal, exclude_diagonal):
     odd = rng.random((6, 6)) < 0.5  # not a standard support: the dense path
     values = rng.random(6)
     np.testing.assert_allclose(row_diagonal_sums(values, odd), diagonal_sums(np.where(odd, values[:, None], 0.0)), atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_streamed_sums_are_the_float64_sums_of_the_maps(causal):
+    # posviz attention's sums, added batch by batch and head by head from float32 maps, against numpy's float64 sums
+    # of every block at once: near-uniform maps (a random model's) make the positional share cancel, so the sums must
+    # keep float64 precision, not the maps' float32
+    torch = pytest.importorskip("torch")
+    from posviz.observe.accumulate import AttentionSums
+
+    n, gen = 40, torch.Generator().manual_seed(0)
+    scores = torch.randn(7, 3, n, n, generator=gen) * 0.01
+    if causal:
+        scores = scores + torch.triu(torch.full((n, n), float("-inf")), 1)
+    maps = torch.softmax(scores, dim=-1)
+    sums = AttentionSums([0])
+    for start in (0, 3, 5):  # batches of 3, 2 and 2 blocks
+        sums.add(0, maps[start : {0: 3, 3: 5, 5: 7}[start]])
+    sums.blocks = 7
+    got, want = sums.layer(0), _sums(maps.double().numpy())
+    for name in ("total", "row_sq", "row_sum_sq"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-13, atol=0)
+    mask = support_mask(n, causal)
+    for h in range(3):
+        assert positional_share(got, h, mask) == pytest.approx(positional_share(want, h, mask), rel=1e-8)
