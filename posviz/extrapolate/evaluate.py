@@ -82,11 +82,17 @@ class _Loss:
         logits = output.logits if hasattr(output, "logits") else output[0]
         scored = torch.as_tensor(self.blocks.scored[rows], device=logits.device)
         targets = torch.as_tensor(self.blocks.targets[rows], device=logits.device)
-        if self.causal:  # the logits at t - 1 predict the token at t
-            logits, scored, targets = logits[:, :-1], scored[:, 1:], targets[:, 1:]
-        picked = logits[scored].float()
-        nll = F.cross_entropy(picked, targets[scored], reduction="sum") if len(picked) else torch.zeros(())
-        self.pending = (float(nll.double()), int(scored.sum()))
+        if self.causal:
+            # the logits at t - 1 predict the token at t. Nearly every position is scored, so every row of the
+            # logits goes to cross_entropy as it lies (a view), the unscored ones ignored, rather than copied out
+            labels = torch.full_like(targets, -100)
+            labels[:, :-1] = torch.where(scored[:, 1:], targets[:, 1:], -100)
+            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100,
+                                  reduction="sum")
+        else:  # a masked LM scores about one position in seven: only those rows
+            picked = logits[scored].float()
+            nll = F.cross_entropy(picked, targets[scored], reduction="sum") if len(picked) else torch.zeros(())
+        self.pending = (float(nll.double()), int(scored[:, 1:].sum() if self.causal else scored.sum()))
 
     def reset(self) -> None:
         """Forget what the probe pass left."""
