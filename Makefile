@@ -57,17 +57,19 @@ test: test-newest test-oldest
 
 # HYPOTHESIS_PROFILE=ci: property tests draw the same examples every run (tests/conftest.py); random test order
 # (pytest-randomly) with its seed printed first (-q hides pytest's header): `make test SEED=N` replays an order.
+# pytest-xdist: one worker per core, at most 4 (WORKERS= runs the suite in one process)
+WORKERS ?= -n auto --maxprocesses 4
 ifndef SEED  # drawn once per make run (a `?=` variable would draw anew at every use)
 SEED := $(shell $(PYTHON) -c 'import random; print(random.randrange(2**32))')
 endif
 
 test-newest: setup
 	@echo "newest releases on $$($(BIN)/python -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'); random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q -p randomly --randomly-seed=$(SEED)
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -q -p randomly --randomly-seed=$(SEED) $(WORKERS)
 
 test-oldest: setup-oldest
 	@echo "oldest releases on $$($(VENV_OLDEST)/bin/python -c 'import sys, torch; print("Python", sys.version.split()[0], "torch", torch.__version__)'); random test order, seed $(SEED) (replay: make test SEED=$(SEED))"
-	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q -p randomly --randomly-seed=$(SEED)
+	HYPOTHESIS_PROFILE=ci $(VENV_OLDEST)/bin/python -m pytest -q -p randomly --randomly-seed=$(SEED) $(WORKERS)
 
 ## fuzz: the property tests only, with new random examples and 10x as many; failures are kept in .hypothesis/fuzz
 ## and replayed first by the next run (make each one an @example)

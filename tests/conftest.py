@@ -58,6 +58,11 @@ def _hermetic_environment() -> Path:
 # At import, not in a hook: this file is imported before pytest_configure, before any test
 # module, and before the helpers below import anything heavy.
 HERMETIC_HOME = _hermetic_environment()
+# `make test` runs one pytest-xdist worker per core: a worker's torch, BLAS and OpenMP then take one thread each
+# (and so do the processes its tests start), rather than every worker one per core, fighting over the cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 # huggingface_hub reads its folders once, when first imported; import it now so that they are the
 # session's, not those of whichever test happens to import it first with a patched HF_HOME.
 import huggingface_hub.constants  # noqa: E402,F401
