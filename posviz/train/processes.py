@@ -219,10 +219,44 @@ def _leave(rank: int, code: int, *, together: bool) -> int | None:
                 main_code = int(store.get(_exit_key()))
         except Exception:  # noqa: BLE001 - no store to ask (the main process hosted it): nothing to learn
             pass
-    dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+    if together and code == 0:
+        _bounded_destroy()
+    else:
+        dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
     if together and rank != 0 and code != 0:
         _outlast_main(code)
     return main_code
+
+
+#: Seconds a process that finished its work waits for ``destroy_process_group`` before it ends without it.
+DESTROY_LIMIT = 60.0
+
+
+def _bounded_destroy(limit: float = DESTROY_LIMIT) -> None:
+    """``destroy_process_group`` after a successful run, ending the process with 0 if it hangs past ``limit``.
+
+    Joining gloo's threads can hang when the other processes have already gone (pytorch/pytorch#75097; seen with
+    torch 2.2). Every process has then done its work and met the others, so what is left is only the teardown:
+    rather than wait forever, the process flushes its output and ends with exit status 0.
+    """
+    import torch.distributed as dist
+
+    done = threading.Event()
+
+    def watchdog() -> None:
+        if not done.wait(limit):
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a closed stream: nothing left to say
+                    pass
+            os._exit(0)
+
+    threading.Thread(target=watchdog, name="posviz-destroy-watchdog", daemon=True).start()
+    try:
+        dist.destroy_process_group()
+    finally:
+        done.set()
 
 
 def _outlast_main(code: int, limit: float = 120.0) -> None:
