@@ -55,7 +55,7 @@ HEADS = ["posviz/batch/*.py"]
 PLOTS = ["posviz/plots/*.py"]
 REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/reference/*"]
 # posviz attention and posviz hidden share the block runner and the loader; each recipe depends on its own half
-OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/loading.py",
+OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/lengths.py", "posviz/observe/loading.py",
                "posviz/observe/runner.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
                      "posviz/observe/api.py", "posviz/observe/rope_bands.py"]

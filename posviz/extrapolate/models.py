@@ -18,12 +18,11 @@ from posviz.extrapolate.objective import (
     HEADS,
     head_class_known,
     objective,
-    table_length,
-    training_length,
     untrained_head,
 )
 from posviz.extrapolate.result import LengthRecord
 from posviz.extrapolate.scaling import RopeScaling, check_applied
+from posviz.observe.lengths import table_length, training_length
 
 
 def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str | None, str | None]:

@@ -1,4 +1,4 @@
-"""What a model is scored on, what limits its length, and how long it was trained: read from its config.
+"""What a model is scored on: read from its config.
 
 * **Objective.** A ``posviz train`` run is causal exactly when its config says so
   (``objective == "causal"``, ``is_causal`` or ``is_decoder``), else a masked LM. A
@@ -7,20 +7,14 @@
   as a decoder), a masked LM when it has a masked-LM class (BERT, RoBERTa, ALBERT),
   and has no language-model loss otherwise (encoder-decoders such as T5, whose
   encoder still runs for the attention statistics).
-* **Table length.** The positions of a learned absolute table (BERT 512, GPT-2
-  1024, posviz ``absolute``/``tupe`` runs: their ``--seq-len``), less RoBERTa-style
-  padding rows; ``None`` for relative, ALiBi, rotary and position-free schemes.
-* **Training length.** ``original_max_position_embeddings`` of a model that already
-  scales its RoPE, else the declared ``max_position_embeddings`` (``n_positions``)
-  less padding rows, which is a posviz run's ``--seq-len``.
+* **Table and training length** live with the other length rules in
+  :mod:`posviz.observe.lengths`, shared with ``posviz attention`` and ``posviz hidden``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from posviz.errors import UnsupportedModelError
 
 #: ``head`` of :func:`posviz.observe.loading.load_model` for each objective.
 HEADS = {"causal": "causal-lm", "masked": "masked-lm"}
@@ -50,34 +44,6 @@ def objective(config: Mapping[str, Any]) -> str | None:
     if causal and (not masked or says_causal(config)):
         return "causal"
     return "masked" if masked else None
-
-
-def table_length(config: Mapping[str, Any], declared: int | None) -> int | None:
-    """Positions of the model's learned absolute table, or ``None`` when it has none.
-
-    ``declared`` is the declared length less padding rows
-    (:func:`posviz.observe.loading.max_positions`). A model type posviz does not
-    know counts as having a table of that length unless its config has RoPE settings.
-    """
-    from posviz.extrapolate.scaling import is_rope
-    from posviz.read.families import family_for_config
-
-    try:
-        family = family_for_config(config)
-    except UnsupportedModelError:
-        return None if is_rope(config) else declared
-    if family.scheme != "learned" or (family.tables and all(t.fixed for t in family.tables)):
-        return None  # no table, or one computed from the config for any length (posviz's sinusoidal scheme)
-    return declared
-
-
-def training_length(config: Mapping[str, Any], declared: int | None) -> int | None:
-    """The length the model was trained at (module docstring)."""
-    for key in ("rope_parameters", "rope_scaling"):
-        params = config.get(key)
-        if isinstance(params, Mapping) and params.get("original_max_position_embeddings"):
-            return int(params["original_max_position_embeddings"])
-    return declared
 
 
 def untrained_head(model: Any, missing: tuple[str, ...]) -> list[str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posviz.errors import OptionError, UnsupportedModelError
+from posviz.observe.lengths import is_rope
 
 #: Scaling types posviz can set up (each needs no parameter beyond the factor and the defaults above).
 TYPES: tuple[str, ...] = ("linear", "dynamic", "yarn", "llama3")
@@ -102,30 +103,13 @@ def parse_scaling(text: str) -> RopeScaling:
     return RopeScaling(kind, factor)
 
 
-def is_rope(config: Mapping[str, Any]) -> bool:
-    """True when a config dict describes a model whose attention uses transformers' rotary embeddings.
-
-    Known families by ``model_type`` (:mod:`posviz.read.families`); an unknown type
-    by the RoPE settings in its config. Models trained by ``posviz train`` are never
-    counted: their positional modules do not read transformers' scaling settings.
-    """
-    from posviz.read.families import POSVIZ_MODEL_TYPE, family_for_config
-
-    if config.get("model_type") == POSVIZ_MODEL_TYPE:
-        return False
-    try:
-        return family_for_config(config).scheme == "rotary"
-    except UnsupportedModelError:
-        return any(config.get(k) is not None for k in ("rope_theta", "rope_parameters", "rope_scaling"))
-
-
 def check_scalable(label: str, config: Mapping[str, Any], scalings: list[RopeScaling]) -> None:
     """Refuse RoPE-scaling variants of a model without rotary embeddings (before anything runs).
 
     Raises
     ------
     OptionError
-        ``scalings`` given for a model that :func:`is_rope` does not recognise.
+        ``scalings`` given for a model that :func:`posviz.observe.lengths.is_rope` does not recognise.
     """
     from posviz.read.families import POSVIZ_MODEL_TYPE
 

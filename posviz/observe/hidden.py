@@ -182,7 +182,8 @@ def hidden(
     check_sizes(seq_len, batch_size, max_blocks)
     run = prepare_blocks(model, corpus=corpus, seq_len=seq_len, layers=layers, layer_count=lambda m: m.num_layers + 1,
                          max_blocks=max_blocks, device=device, device_map=device_map, tokenizer=tokenizer,
-                         token_blocks=token_blocks, block_layout=block_layout, special_positions=special_positions)
+                         token_blocks=token_blocks, block_layout=block_layout, special_positions=special_positions,
+                         attn_implementation=None)  # hidden states only: the model's default (SDPA) attention
     special = set(run.special_positions)
     kept = np.array([i for i in range(run.seq_len) if i not in special], dtype=np.int64)
     if len(kept) < 2:

@@ -1,4 +1,4 @@
-"""Load a whole model (eager attention) and its tokenizer for running on text: folders, hub ids, runs, packages.
+"""Load a whole model and its tokenizer for running on text: folders, hub ids, runs, packages.
 
 Unlike the weight readers of :mod:`posviz.read`, running a model needs all its
 weights. ``MODEL`` is resolved once (:func:`posviz.read.sources.resolve_source`):
@@ -6,6 +6,11 @@ a ``posviz train`` run (``RUN`` or ``RUN@STEP``) loads that checkpoint and the
 run's ``tokenizer/``; a local or packaged folder loads from disk; a hub id goes
 through ``from_pretrained`` (the Hugging Face cache first; ``HF_HUB_OFFLINE`` is
 honoured). Encoder-decoder models (T5, BART) run their encoder alone.
+
+Attention is eager by default, because only eager attention returns the attention
+probabilities that ``posviz attention`` and ``posviz extrapolate`` read. ``posviz
+hidden`` reads hidden states alone and loads the model's own default (SDPA where the
+model supports it), which is what a plain ``from_pretrained`` script runs.
 """
 
 from __future__ import annotations
@@ -16,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import OptionError, SourceError, UnsupportedModelError
-
-#: Families whose learned table numbers positions from ``padding_idx + 1``.
-_PADDING_OFFSET = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text"}
+from posviz.observe.lengths import config_value, max_positions, table_length, training_length
 
 
 @dataclass
@@ -36,7 +39,14 @@ class LoadedModel:
     num_layers, num_heads
         Attention layers and heads per layer, from the config.
     max_positions
-        The longest block the model's position table allows (``None``: no table).
+        The declared length, less padding rows (``None``: none declared;
+        :func:`posviz.observe.lengths.max_positions`).
+    table_positions
+        The longest block the model's learned position table allows (``None``: no
+        table, any length runs; :func:`posviz.observe.lengths.table_length`).
+    trained_positions
+        The length the model was trained at, when its config says
+        (:func:`posviz.observe.lengths.training_length`).
     missing_keys
         With a ``head``: parameters the checkpoint did not hold, newly initialised by
         ``from_pretrained`` (an encoder saved without its language-model head, say).
@@ -48,21 +58,9 @@ class LoadedModel:
     num_layers: int
     num_heads: int
     max_positions: int | None
+    table_positions: int | None = None
+    trained_positions: int | None = None
     missing_keys: tuple[str, ...] = ()
-
-
-def _first(config: Any, *names: str) -> Any:
-    return next((getattr(config, n) for n in names if getattr(config, n, None) is not None), None)
-
-
-def max_positions(config: Any) -> int | None:
-    """Positions of the learned (or declared) table, less RoBERTa-style padding offsets; ``None`` without one."""
-    limit = _first(config, "max_position_embeddings", "n_positions")
-    if limit is None or getattr(config, "is_encoder_decoder", False):
-        return None
-    if config.model_type in _PADDING_OFFSET:
-        limit -= (getattr(config, "pad_token_id", None) or 0) + 1
-    return int(limit)
 
 
 def _where(spec: str) -> tuple[str, str | None, str, Path | None]:
@@ -102,8 +100,8 @@ HEADS = {"causal-lm": "AutoModelForCausalLM", "masked-lm": "AutoModelForMaskedLM
 
 def load_model(spec: str, *, device: str | None = None, device_map: str | None = None,
                tokenizer: str | None = None, with_tokenizer: bool = True, head: str | None = None,
-               config_edit: Callable[[Any], None] | None = None) -> LoadedModel:
-    """Load ``spec`` with eager attention, in eval mode, and its tokenizer.
+               config_edit: Callable[[Any], None] | None = None, attn_implementation: str | None = "eager") -> LoadedModel:
+    """Load ``spec`` (eager attention by default), in eval mode, and its tokenizer.
 
     Parameters
     ----------
@@ -124,11 +122,14 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
         the parameters the checkpoint lacked are then listed in ``missing_keys``.
     config_edit
         Called on the config before the weights are loaded (a RoPE-scaling variant, say).
+    attn_implementation
+        ``"eager"`` (attention probabilities are returned), or ``None`` for the
+        model's default (faster where only hidden states are read).
 
     Raises
     ------
     SourceError, UnsupportedModelError
-        The model or its tokenizer cannot be loaded, or has no eager attention.
+        The model or its tokenizer cannot be loaded, or has no eager attention (when asked for).
     """
     import transformers
     from transformers import AutoConfig
@@ -141,7 +142,9 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(f"cannot read the config of {spec}: {first}") from None
-    kwargs: dict[str, Any] = {"revision": revision, "attn_implementation": "eager"}
+    kwargs: dict[str, Any] = {"revision": revision}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
     if device_map is not None:
         kwargs["device_map"] = device_map
     if config_edit is not None:
@@ -157,7 +160,9 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
             missing = tuple(sorted(info.get("missing_keys") or ()))
     except (ValueError, ImportError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UnsupportedModelError(f"{spec} cannot be loaded with eager attention: {first}",
+        if attn_implementation is None:
+            raise UnsupportedModelError(f"{spec} cannot be loaded: {first}") from None
+        raise UnsupportedModelError(f"{spec} cannot be loaded with {attn_implementation} attention: {first}",
                                     "posviz attention needs a model that exposes its attention probabilities") from None
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -167,11 +172,13 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     if device_map is None and device:
         model = _to_device(model, device)
     model.eval()
-    layers = _first(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(config, "num_attention_heads", "n_head", "num_heads")
+    layers = config_value(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = config_value(config, "num_attention_heads", "n_head", "num_heads")
     tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
+    declared, as_dict = max_positions(config), config.to_dict()
     return LoadedModel(model=model, tokenizer=tok, label=label, num_layers=int(layers), num_heads=int(heads),
-                       max_positions=max_positions(config), missing_keys=missing)
+                       max_positions=declared, table_positions=table_length(as_dict, declared),
+                       trained_positions=training_length(as_dict, declared), missing_keys=missing)
 
 
 def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:

@@ -11,6 +11,7 @@ own accumulator's business.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,7 @@ def prepare_blocks(
     token_blocks: np.ndarray | None = None,
     block_layout: str = "token blocks given",
     special_positions: Sequence[int] = (),
+    attn_implementation: str | None = "eager",
 ) -> BlockRun:
     """Load ``model``, choose its layers and cut ``corpus`` into blocks of ``seq_len`` tokens.
 
@@ -106,6 +108,9 @@ def prepare_blocks(
         Ready token ids ``(blocks, n)`` instead of a corpus.
     block_layout, special_positions
         What sits where in ``token_blocks``.
+    attn_implementation
+        As :func:`posviz.observe.loading.load_model` (``None``: the model's default,
+        for measures that do not read attention probabilities).
 
     Raises
     ------
@@ -116,16 +121,21 @@ def prepare_blocks(
     from posviz.batch.layers import parse_layers
     from posviz.observe.loading import load_model
 
-    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None)
+    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None,
+                        attn_implementation=attn_implementation)
     count = layer_count(loaded)
     chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, count, loaded.label)
     if not chosen or any(not 0 <= x < count for x in chosen):
         raise OptionError(f"{loaded.label} has layers 0-{count - 1}, not {chosen}")
     if token_blocks is not None:
         seq_len = int(np.shape(token_blocks)[1])
-    if loaded.max_positions is not None and seq_len > loaded.max_positions:
-        raise OptionError(f"--seq-len {seq_len} is longer than the {loaded.max_positions} positions of {loaded.label}",
-                          f"use --seq-len {loaded.max_positions} or less")
+    table, trained = loaded.table_positions, loaded.trained_positions
+    if table is not None and seq_len > table:
+        raise OptionError(f"--seq-len {seq_len} is longer than the {table} positions of {loaded.label}'s learned table",
+                          f"use --seq-len {table} or less")
+    if trained is not None and seq_len > trained:  # a scheme without a table runs, but past what it was trained on
+        warnings.warn(f"--seq-len {seq_len} is past the {trained} positions {loaded.label} was trained at: the statistics "
+                      "describe extrapolation (posviz extrapolate measures it)", stacklevel=2)
     if token_blocks is not None:
         ids = np.asarray(token_blocks, dtype=np.int64)
         return BlockRun(loaded, chosen, ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))

@@ -152,6 +152,22 @@ def test_runs_and_run_at_step(absolute_run, none_run, train_corpus):
     assert rec["positional_share"] < 3 * rec["positional_share_null"]
 
 
+def test_seq_len_past_training_runs_table_free_schemes_and_refuses_tables(absolute_run, tisa_run, train_corpus):
+    """Both runs trained at 32: TISA has no table and runs at 48 with a warning; absolute's 32-row table refuses 48."""
+    from posviz.errors import OptionError
+    from posviz.observe.api import attention
+
+    with pytest.warns(UserWarning, match="past the 32 positions .* trained at"):
+        res = hidden(str(tisa_run), corpus=str(train_corpus), seq_len=48, max_blocks=6, probe_blocks=4, layers="0,1")
+    assert [r["positions"] for r in res.records()] == [46, 46]  # [CLS] and [SEP] left out
+    with pytest.warns(UserWarning, match="past the 32 positions"):
+        att = attention(str(tisa_run), corpus=str(train_corpus), seq_len=48, max_blocks=4, layers="0")
+    assert att.seq_len == 48 and att.blocks == 4
+    for run in (hidden, attention):
+        with pytest.raises(OptionError, match="longer than the 32 positions of .*learned table"):
+            run(str(absolute_run), corpus=str(train_corpus), seq_len=48, max_blocks=4, layers="0")
+
+
 def test_device_map_auto_matches_plain_cpu(bert, corpus):
     pytest.importorskip("accelerate")
     a = hidden(str(bert), corpus=str(corpus), seq_len=N, max_blocks=4, probe_blocks=2)

@@ -8,7 +8,8 @@ import pytest
 from posviz.errors import OptionError
 from posviz.extrapolate.api import parse_lengths
 from posviz.extrapolate.blocks import TextBudget, length_blocks
-from posviz.extrapolate.scaling import RopeScaling, is_rope, parse_scaling
+from posviz.extrapolate.scaling import RopeScaling, parse_scaling
+from posviz.observe.lengths import is_rope
 
 
 def test_parse_lengths():
