@@ -73,23 +73,77 @@ def _support(n: int, causal: bool, exclude_diagonal: bool) -> np.ndarray:
     return mask
 
 
-def masked_toeplitzness(matrix: np.ndarray, mask: np.ndarray) -> float:
-    """Toeplitzness R^2 of one matrix over the entries of ``mask`` (two passes: projection, then residuals).
+def _one_minus(resid: np.ndarray, tot: np.ndarray, scale: np.ndarray) -> np.ndarray | float:
+    """``1 - resid / tot``; 1.0 for a constant matrix; a float for one matrix.
+
+    Constant means ``tot <= 1e-13 * scale`` (``scale``: the sum of squares), the rule of
+    :mod:`posviz.toeplitz.r2`: a head whose attention is uniform up to float rounding
+    (its mean over blocks is not exactly constant) would otherwise score its noise.
+    """
+    flat = tot <= 1e-13 * np.maximum(scale, np.finfo(float).tiny)
+    out = np.where(flat, 1.0, 1.0 - resid / np.where(flat, 1.0, tot))
+    return float(out) if out.ndim == 0 else out
+
+
+def _inside(matrix: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``matrix`` (float64) with zeros outside ``mask`` (``np.copyto``: several times faster than ``np.where`` here)."""
+    out = np.zeros(np.shape(matrix))
+    np.copyto(out, matrix, where=mask)
+    return out
+
+
+def _sum_sq(x: np.ndarray) -> np.ndarray:
+    """Sum of squares over the last two axes, without a squared copy."""
+    return np.einsum("...ij,...ij->...", x, x)
+
+
+def masked_toeplitzness(matrix: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
+    """Toeplitzness R^2 over the entries of ``mask``.
 
     The Toeplitz projection restricted to the mask replaces each entry by the mean of
     its diagonal's masked entries. With a full mask this is
     :func:`posviz.toeplitz.toeplitzness`; with ``j <= i`` it scores a causal matrix
-    without counting the masked zeros.
+    without counting the masked zeros. Computed as :mod:`posviz.toeplitz.r2` does
+    (``checked``): the closed form from the diagonal sums where its rounding error
+    bound is within :data:`~posviz.toeplitz.r2.ACCURACY`, two passes (projection,
+    then residuals) for the other matrices (near-constant ones).
+
+    Parameters
+    ----------
+    matrix
+        ``(n, n)``, or a stack ``(..., n, n)`` scored matrix by matrix (every head of a layer at once).
+    mask
+        ``(n, n)`` bool, shared by the stack.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        One R^2 per matrix (a float for one matrix).
     """
-    n = matrix.shape[-1]
+    return _toeplitzness_inside(_inside(matrix, mask), mask)
+
+
+def _toeplitzness_inside(inside: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
+    """:func:`masked_toeplitzness` of matrices already zero outside ``mask``."""
+    from posviz.toeplitz.r2 import ACCURACY, CLOSED_FORM_GROWTH
+
     counts = diagonal_sums_array(mask.astype(float))
-    sums = diagonal_sums_array(np.where(mask, matrix, 0.0))
-    f = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-    k = np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1
-    values = matrix[mask]
-    resid = float(((values - f[k][mask]) ** 2).sum())
-    tot = float(((values - values.mean()) ** 2).sum())
-    return 1.0 if tot <= 1e-300 else 1.0 - resid / tot
+    ok = counts > 0
+    sums = diagonal_sums_array(inside)
+    sq = _sum_sq(inside)
+    resid = np.maximum(sq - (sums[..., ok] ** 2 / counts[ok]).sum(axis=-1), 0.0)
+    tot = sq - sums.sum(axis=-1) ** 2 / counts.sum()
+    ill = np.atleast_1d(CLOSED_FORM_GROWTH * np.finfo(float).eps * sq > ACCURACY * tot)
+    if ill.any():  # near-constant matrices: the closed form would cancel the digits that are scored
+        n = inside.shape[-1]
+        k = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1)[mask]
+        stack, f = inside.reshape(-1, n, n)[ill], (sums / np.maximum(counts, 1.0)).reshape(-1, 2 * n - 1)[ill]
+        values = stack[:, mask]
+        resid, tot = np.array(resid, ndmin=1), np.array(tot, ndmin=1)
+        resid[ill] = ((values - f[:, k]) ** 2).sum(axis=-1)
+        tot[ill] = ((values - values.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+        resid, tot = resid.reshape(sq.shape), tot.reshape(sq.shape)
+    return _one_minus(resid, tot, sq)
 
 
 def _standard_support(mask: np.ndarray) -> tuple[bool, bool] | None:
@@ -103,15 +157,16 @@ def _standard_support(mask: np.ndarray) -> tuple[bool, bool] | None:
 
 
 def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """A function ``values -> diagonal_sums_array(np.where(mask, values[:, None], 0))``, classified once per mask.
+    """A function ``values -> diagonal_sums_array(np.where(mask, values[..., :, None], 0))``, classified once per mask.
 
-    For the standard supports (all entries or ``j <= i``, with or without the
-    diagonal) the rows of offset ``k`` are one contiguous range, so prefix sums give
-    every offset in O(n) instead of O(n**2); any other mask takes the dense sums.
+    ``values`` is ``(n,)`` or a stack ``(..., n)`` (one row vector per head). For the
+    standard supports (all entries or ``j <= i``, with or without the diagonal) the
+    rows of offset ``k`` are one contiguous range, so prefix sums give every offset in
+    O(n) instead of O(n**2); any other mask takes the dense sums.
     """
     kind = _standard_support(mask)
     if kind is None:
-        return lambda values: diagonal_sums_array(np.where(mask, values[:, None], 0.0))
+        return lambda values: diagonal_sums_array(np.where(mask, np.asarray(values)[..., :, None], 0.0))
     causal, exclude = kind
     n = mask.shape[-1]
     k = np.arange(-(n - 1), n)
@@ -121,8 +176,9 @@ def _row_summer(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         dropped = dropped | (k == 0)
 
     def sums(values: np.ndarray) -> np.ndarray:
-        prefix = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
-        return np.where(dropped, 0.0, prefix[hi] - prefix[lo])
+        v = np.asarray(values, dtype=float)
+        prefix = np.concatenate([np.zeros((*v.shape[:-1], 1)), np.cumsum(v, axis=-1)], axis=-1)
+        return np.where(dropped, 0.0, prefix[..., hi] - prefix[..., lo])
 
     return sums
 
@@ -135,8 +191,10 @@ def row_diagonal_sums(row_values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return _row_summer(mask)(row_values)
 
 
-def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndarray, scale: float) -> float:
+def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndarray, scale: float) -> np.ndarray:
     """``sum_k E[S_k**2] / (scale * c_k)`` when each row puts one independent draw on each diagonal it meets.
+
+    ``row_mean`` and ``row_var`` are ``(n,)`` or stacks ``(..., n)``: one value per stack entry.
 
     ``S_k`` sums, over the rows ``i`` of diagonal ``k``, a random entry of row ``i``
     with mean ``row_mean[i]`` and variance ``row_var[i]``; so ``E[S_k**2]`` is the
@@ -145,55 +203,64 @@ def _expected_explained(row_mean: np.ndarray, row_var: np.ndarray, mask: np.ndar
     sums = _row_summer(mask)  # the mask is classified once for the three sums
     counts, m, v = sums(np.ones(mask.shape[0])), sums(row_mean), sums(row_var)
     ok = counts > 0
-    return float(((v[ok] + m[ok] ** 2) / (scale * counts[ok])).sum())
+    return ((v[..., ok] + m[..., ok] ** 2) / (scale * counts[ok])).sum(axis=-1)
 
 
-def toeplitz_null_mean(matrix: np.ndarray, mask: np.ndarray) -> float:
+def toeplitz_null_mean(matrix: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
     """Exact mean Toeplitzness of ``matrix`` with each row's entries shuffled within the row's part of ``mask``.
 
     The shuffle keeps the multiset of masked entries, so the denominator of R^2 is
     fixed and only the explained part moves: each row contributes one uniformly
     drawn entry to each diagonal it meets, independently of the other rows.
+    ``matrix`` may be a stack ``(..., n, n)``, scored matrix by matrix (a float for one matrix).
     """
+    return _null_mean_inside(_inside(matrix, mask), mask)
+
+
+def _null_mean_inside(values: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
+    """:func:`toeplitz_null_mean` of matrices already zero outside ``mask``."""
     size = mask.sum(axis=1)
-    values = np.where(mask, matrix, 0.0)
+    row_sq = np.einsum("...ij,...ij->...i", values, values)
+    row_sum = values.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(size > 0, values.sum(axis=1) / size, 0.0)
-        var = np.where(size > 0, (values**2).sum(axis=1) / size - mean**2, 0.0)
-    x = matrix[mask]
-    tot = float(((x - x.mean()) ** 2).sum())
-    if tot <= 1e-300:
-        return 1.0
-    resid = float((x**2).sum()) - _expected_explained(mean, np.maximum(var, 0.0), mask, 1.0)
-    return 1.0 - resid / tot
+        mean = np.where(size > 0, row_sum / size, 0.0)
+        var = np.where(size > 0, row_sq / size - mean**2, 0.0)
+    sq = row_sq.sum(axis=-1)
+    tot = sq - row_sum.sum(axis=-1) ** 2 / size.sum()
+    return _one_minus(sq - _expected_explained(mean, np.maximum(var, 0.0), mask, 1.0), tot, sq)
 
 
-def positional_share(sums: LayerSums, h: int, mask: np.ndarray) -> tuple[float, float]:
-    """Positional share of head ``h`` over the blocks, and its exact null mean.
+def positional_shares(sums: LayerSums, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positional share of every head over the blocks, and its exact null mean.
 
     Returns
     -------
     share, null
-        ``1 - sum_b sum_ij (A_b - f(j - i))**2 / sum_b sum_ij (A_b - mean)**2`` over
-        the support, and its mean when every row of every block is shuffled within
-        its support. Rows outside a full mask's support hold zeros (causal masks),
-        so the streamed row sums are sums over the support.
+        ``(heads,)`` each: ``1 - sum_b sum_ij (A_b - f(j - i))**2 / sum_b sum_ij (A_b - mean)**2``
+        over the support, and its mean when every row of every block is shuffled
+        within its support (1.0 for a head whose attention never varies). Rows
+        outside a full mask's support hold zeros (causal masks), so the streamed row
+        sums are sums over the support.
     """
-    b, total = sums.blocks, np.where(mask, sums.total[h], 0.0)
+    b, total = sums.blocks, _inside(sums.total, mask)
     counts = diagonal_sums_array(mask.astype(float))
     s = diagonal_sums_array(total)
     ok = counts > 0
-    sq = float(sums.row_sq[h].sum())
-    explained = float((s[ok] ** 2 / (b * counts[ok])).sum())
-    tot = sq - float(total.sum()) ** 2 / (b * mask.sum())
-    if tot <= 1e-300:
-        return 1.0, 1.0
+    sq = sums.row_sq.sum(axis=-1)
+    explained = (s[..., ok] ** 2 / (b * counts[ok])).sum(axis=-1)
+    tot = sq - total.sum(axis=(-2, -1)) ** 2 / (b * mask.sum())
     size = mask.sum(axis=1)
-    row_total = total.sum(axis=1)
-    mean = row_total / size  # sum over blocks of each row's mean entry
-    var = sums.row_sq[h] / size - sums.row_sum_sq[h] / size**2  # sum over blocks of each row's variance
+    mean = total.sum(axis=-1) / size  # sum over blocks of each row's mean entry
+    var = sums.row_sq / size - sums.row_sum_sq / size**2  # sum over blocks of each row's variance
     null_explained = _expected_explained(mean, np.maximum(var, 0.0), mask, float(b))
-    return 1.0 - (sq - explained) / tot, 1.0 - (sq - null_explained) / tot
+    return np.asarray(_one_minus(sq - explained, tot, sq)), np.asarray(_one_minus(sq - null_explained, tot, sq))
+
+
+def positional_share(sums: LayerSums, h: int, mask: np.ndarray) -> tuple[float, float]:
+    """Positional share of head ``h`` and its exact null mean (:func:`positional_shares` for one head)."""
+    one = LayerSums(sums.blocks, sums.total[h : h + 1], sums.row_sq[h : h + 1], sums.row_sum_sq[h : h + 1])
+    share, null = positional_shares(one, mask)
+    return float(share[0]), float(null[0])
 
 
 @dataclass(frozen=True)
@@ -249,22 +316,22 @@ def layer_statistics(sums: LayerSums, causal: bool) -> HeadAttention:
     mean = sums.mean
     heads, n, _ = mean.shape
     full, off = _support(n, causal, False), _support(n, causal, True)
+    inside, inside_off = _inside(mean, full), _inside(mean, off)
     if causal:
-        r2 = np.array([masked_toeplitzness(a, full) for a in mean])
-        r2_off = np.array([masked_toeplitzness(a, off) for a in mean])
+        r2, r2_off = _toeplitzness_inside(inside, full), _toeplitzness_inside(inside_off, off)
     else:
         scored = score(PositionalScores.from_dense(mean), null=False)
         r2, r2_off = np.atleast_1d(scored.toeplitzness), np.atleast_1d(scored.toeplitzness_offdiag)
     counts = diagonal_sums_array(full.astype(float))
-    profiles = np.where(counts > 0, diagonal_sums_array(np.where(full, mean, 0.0)) / np.maximum(counts, 1), np.nan)
-    shares = np.array([positional_share(sums, h, full) for h in range(heads)])
+    profiles = np.where(counts > 0, diagonal_sums_array(inside) / np.maximum(counts, 1), np.nan)
+    share, share_null = positional_shares(sums, full)
     return HeadAttention(
-        toeplitzness=r2,
-        toeplitzness_offdiag=r2_off,
-        null_mean=np.array([toeplitz_null_mean(a, full) for a in mean]),
-        null_mean_offdiag=np.array([toeplitz_null_mean(a, off) for a in mean]),
-        positional_share=shares[:, 0],
-        positional_share_null=shares[:, 1],
+        toeplitzness=np.atleast_1d(r2),
+        toeplitzness_offdiag=np.atleast_1d(r2_off),
+        null_mean=np.atleast_1d(_null_mean_inside(inside, full)),
+        null_mean_offdiag=np.atleast_1d(_null_mean_inside(inside_off, off)),
+        positional_share=share,
+        positional_share_null=share_null,
         sink_mass=mean[:, 1:, 0].mean(axis=1) if n > 1 else mean[:, 0, 0],
         profiles=profiles,
         profile_peak=profile_peaks(profiles),

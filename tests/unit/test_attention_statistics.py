@@ -12,6 +12,7 @@ from posviz.observe.statistics import (
     layer_statistics,
     masked_toeplitzness,
     positional_share,
+    positional_shares,
     row_diagonal_sums,
     support_mask,
     toeplitz_null_mean,
@@ -178,3 +179,32 @@ def test_streamed_sums_are_the_float64_sums_of_the_maps(causal):
     mask = support_mask(n, causal)
     for h in range(3):
         assert positional_share(got, h, mask) == pytest.approx(positional_share(want, h, mask), rel=1e-8)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_stacked_heads_score_as_one_head_at_a_time(causal):
+    """Every head of a layer at once (how layer_statistics calls them) equals each head alone, constant heads included."""
+    rng = np.random.default_rng(8)
+    blocks = _softmax_rows(rng.normal(size=(5, 4, 9, 9)) * 2, causal)
+    blocks[:, 2] = _softmax_rows(np.zeros((5, 9, 9)), causal)  # uniform rows: constant on each row's support
+    sums, mask = _sums(blocks), support_mask(9, causal)
+    for support in (mask, mask & ~np.eye(9, dtype=bool)):
+        stacked_r2, stacked_null = masked_toeplitzness(sums.mean, support), toeplitz_null_mean(sums.mean, support)
+        assert stacked_r2.shape == stacked_null.shape == (4,)
+        for h in range(4):
+            assert stacked_r2[h] == pytest.approx(masked_toeplitzness(sums.mean[h], support), abs=1e-14)
+            assert stacked_null[h] == pytest.approx(toeplitz_null_mean(sums.mean[h], support), abs=1e-14)
+    if not causal:  # uniform rows over all n: a constant matrix (its mean over blocks up to rounding), R^2 = 1
+        assert stacked_r2[2] == stacked_null[2] == 1.0
+    assert isinstance(masked_toeplitzness(sums.mean[0], mask), float)
+    share, null = positional_shares(sums, mask)
+    one_at_a_time = np.array([positional_share(sums, h, mask) for h in range(4)])
+    np.testing.assert_allclose(np.stack([share, null], axis=1), one_at_a_time, rtol=0, atol=1e-14)
+    from contextlib import nullcontext
+
+    from posviz.positional_scores import PosvizWarning
+
+    with nullcontext() if causal else pytest.warns(PosvizWarning, match="zero variance"):  # the engine scores the constant head
+        stats = layer_statistics(sums, causal)
+    np.testing.assert_array_equal(stats.positional_share, share)
+    np.testing.assert_array_equal(stats.null_mean_offdiag, toeplitz_null_mean(sums.mean, mask & ~np.eye(9, dtype=bool)))
