@@ -277,6 +277,20 @@ def test_report_hidden_section_is_opt_in(bert, corpus, tmp_path):
     assert plain.exit_code == 0 and "hidden" not in plain.stderr.split("sections:")[1]
 
 
+def test_report_keeps_the_models_that_run_and_notes_the_one_that_cannot(bert, corpus, tokenizer, tmp_path):
+    """A block longer than BERT's 40-row table leaves BERT out with the reason; a 64-position BERT beside it still runs."""
+    import pypdf
+
+    longer = _save("bert", tmp_path / "bert-64", tokenizer=tokenizer, vocab_size=len(tokenizer), max_position_embeddings=64)
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(bert), str(longer), "--no-albert", "-o", str(out), "--hidden-corpus",
+                                   str(corpus), "--hidden-seq-len", "48", "--hidden-max-blocks", "6"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(" ".join(p.extract_text() for p in pypdf.PdfReader(out).pages).split())
+    assert f"Hidden states of {bert} left out: --seq-len 48 is longer than the 40 positions" in text
+    assert text.count("6 blocks of 48 tokens") == 1  # the 64-position model's page
+
+
 @pytest.mark.slow
 def test_trajectory_measure_hidden_shared_out_under_torchrun(absolute_run, train_corpus, tmp_path):
     """Two processes, one checkpoint each: the merged rows, written by the main process, are the single-process ones."""

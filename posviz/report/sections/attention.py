@@ -9,18 +9,11 @@ row-shuffle nulls.
 
 from __future__ import annotations
 
-from posviz.errors import PosvizError
-from posviz.report.context import ReportContext, ReportItem
+from posviz.report.context import ReportContext
 from posviz.report.layout import Block
 from posviz.report.section import Section
 from posviz.report.sections.heads import HEAD_PIXELS, _page
-
-
-def _spec(item: ReportItem) -> str | None:
-    """The model to run: a model, or a run folder (its newest complete checkpoint and its tokenizer)."""
-    from posviz.read.embeddings import is_synthetic
-
-    return None if is_synthetic(item.spec) else item.spec
+from posviz.report.sections.running import run_each
 
 
 def build(ctx: ReportContext) -> list:
@@ -33,16 +26,9 @@ def build(ctx: ReportContext) -> list:
     if o.attention_corpus is None:
         return []
     pages = []
-    for item in ctx.items:
-        spec = _spec(item)
-        if spec is None:
-            continue
-        try:
-            result = attention(spec, corpus=o.attention_corpus, seq_len=o.attention_seq_len, layers=o.layers,
-                               max_blocks=o.attention_max_blocks)
-        except PosvizError as e:
-            ctx.notes.append(f"Attention of {item.label} left out: {e}")
-            continue
+    runs = run_each(ctx, "Attention", lambda spec: attention(spec, corpus=o.attention_corpus, seq_len=o.attention_seq_len,
+                                                             layers=o.layers, max_blocks=o.attention_max_blocks))
+    for item, result in runs:
         label = short_label(item.label, 60)
         for layer in result.layers:
             page = _page(

@@ -8,12 +8,11 @@ attention entropy of every layer against the length, per model.
 
 from __future__ import annotations
 
-from posviz.errors import PosvizError
 from posviz.report.context import ReportContext
 from posviz.report.layout import Block
 from posviz.report.section import Section
-from posviz.report.sections.attention import _spec
 from posviz.report.sections.heads import _page
+from posviz.report.sections.running import run_each
 
 
 def build(ctx: ReportContext) -> list:
@@ -27,16 +26,10 @@ def build(ctx: ReportContext) -> list:
     if o.extrapolate_lengths is None:
         return []
     merged = None
-    for item in ctx.items:
-        spec = _spec(item)
-        if spec is None:
-            continue
-        try:  # one model at a time, so that one model's error leaves the others on the page
-            result = extrapolate(spec, corpus=o.extrapolate_corpus, lengths=o.extrapolate_lengths,
-                                 max_blocks=o.extrapolate_max_blocks, seed=o.seed)
-        except PosvizError as e:
-            ctx.notes.append(f"Extrapolation of {item.label} left out: {e}")
-            continue
+    # one model at a time, so that one model's error leaves the others on the page
+    runs = run_each(ctx, "Extrapolation", lambda spec: extrapolate(spec, corpus=o.extrapolate_corpus, lengths=o.extrapolate_lengths,
+                                                                   max_blocks=o.extrapolate_max_blocks, seed=o.seed))
+    for _item, result in runs:
         merged = result if merged is None else replace(merged, runs=merged.runs + result.runs,
                                                        budget={**merged.budget, **result.budget})
     if merged is None:

@@ -10,7 +10,6 @@ printed on every page.
 
 from __future__ import annotations
 
-from posviz.errors import PosvizError
 from posviz.report.context import ReportContext, ReportItem
 from posviz.report.layout import (
     CONTENT_BOTTOM,
@@ -23,6 +22,7 @@ from posviz.report.layout import (
     wrap_text,
 )
 from posviz.report.section import Section
+from posviz.report.sections.running import run_each
 
 # Head maps are pooled to at most this many cells per side (a 16-head grid stays light).
 HEAD_PIXELS = 128
@@ -43,17 +43,10 @@ def _spec(item: ReportItem) -> str | None:
 def build(ctx: ReportContext) -> list:
     """Pages for every input whose heads can be read (others get a title-page note)."""
     from posviz.extract.registry import open_heads
-
     pages = []
-    for item in ctx.items:
-        spec = _spec(item)
-        if spec is None:
-            continue
-        try:
-            heads = open_heads(spec, positions=ctx.options.positions, table=ctx.options.table)
-        except PosvizError as e:
-            ctx.notes.append(f"Per-head maps of {item.label} left out: {e}")
-            continue
+    opened = run_each(ctx, "Per-head maps", lambda spec: open_heads(spec, positions=ctx.options.positions, table=ctx.options.table),
+                      spec_of=_spec)
+    for item, heads in opened:
         pages += _pages(ctx, item, heads)
     return pages
 

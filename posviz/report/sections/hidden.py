@@ -8,12 +8,11 @@ and the position probes, against the layer.
 
 from __future__ import annotations
 
-from posviz.errors import PosvizError
 from posviz.report.context import ReportContext
 from posviz.report.layout import Block
 from posviz.report.section import Section
-from posviz.report.sections.attention import _spec
 from posviz.report.sections.heads import _page
+from posviz.report.sections.running import run_each
 
 
 def build(ctx: ReportContext) -> list:
@@ -26,16 +25,9 @@ def build(ctx: ReportContext) -> list:
     if o.hidden_corpus is None:
         return []
     pages = []
-    for item in ctx.items:
-        spec = _spec(item)
-        if spec is None:
-            continue
-        try:
-            result = hidden(spec, corpus=o.hidden_corpus, seq_len=o.hidden_seq_len, max_blocks=o.hidden_max_blocks,
-                            seed=o.seed)
-        except PosvizError as e:
-            ctx.notes.append(f"Hidden states of {item.label} left out: {e}")
-            continue
+    runs = run_each(ctx, "Hidden states", lambda spec: hidden(spec, corpus=o.hidden_corpus, seq_len=o.hidden_seq_len,
+                                                              max_blocks=o.hidden_max_blocks, seed=o.seed))
+    for item, result in runs:
         page = _page(
             f"{SECTION.title}: {short_label(item.label, 60)}",
             f"{len(result.layers)} layers (0 = embedding output), {result.seq_len} positions",
