@@ -18,6 +18,7 @@ def command(
     lengths: Annotated[str, typer.Option("--lengths", "-n", help="Window lengths (positions, special tokens included), e.g. 64,128,256,512,1024.")] = "64,128,256,512,1024",
     corpus: Annotated[list[str] | None, typer.Option("--corpus", "-c", help="Text file, folder, the demo corpus or a dataset id; repeatable (default: the demo corpus).", show_default=False)] = None,
     rope_scaling: Annotated[list[str] | None, typer.Option("--rope-scaling", metavar="TYPE:FACTOR", help="A RoPE-scaling variant evaluated beside the unscaled model: linear, dynamic, yarn or llama3, e.g. yarn:4 (repeatable; RoPE models only).", show_default=False)] = None,
+    extend_table: Annotated[bool, typer.Option("--extend-table", help="For a learned position table shorter than the longest length, also evaluate the table linearly interpolated to that length (variant interpolated:N).")] = False,
     stride: Annotated[int | None, typer.Option("--stride", min=1, help="Sliding-window evaluation: each window scores only its last S text tokens (the first: all). Default: non-overlapping blocks.", show_default=False)] = None,
     layers: Annotated[str, typer.Option("--layers", help="'all' or a list like 0,2,5-7: layers whose heads are measured.")] = "all",
     max_blocks: Annotated[int, typer.Option("--max-blocks", min=0, help="Blocks of the longest length that make the text budget, the same text at every length (0: the whole corpus).")] = 8,
@@ -42,7 +43,8 @@ def command(
     first token, and the positional share and off-diagonal Toeplitzness of the mean
     attention. A length beyond a learned position table is reported as n/a with the
     reason. --rope-scaling adds variants of the same checkpoint under transformers'
-    own RoPE scaling. JSON: a list of records (model, variant, length, loss, reason,
+    own RoPE scaling; --extend-table adds a learned table interpolated to the longest
+    length (position interpolation: every position is compressed). JSON: a list of records (model, variant, length, loss, reason,
     heads: [{layer, head, entropy, sink_mass, ...}], ...).
 
     Example: posviz extrapolate gpt2 --corpus docs.txt --lengths 256,512,1024,2048 -o gpt2-extrapolate.png
@@ -55,7 +57,7 @@ def command(
     if device_map is not None and device_map != "auto":
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
     result = extrapolate(models, corpus=corpus or [DEMO_CORPUS], lengths=lengths, rope_scaling=rope_scaling or [],
-                         stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks or None,
+                         extend_table=extend_table, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks or None,
                          mask_rate=mask_rate, seed=seed, device=device.value, device_map=device_map, tokenizer=tokenizer,
                          show_progress=True)
 

@@ -60,6 +60,7 @@ def extrapolate(
     corpus: str | Sequence[str] = DEMO_CORPUS,
     lengths: str | Sequence[int] = DEFAULT_LENGTHS,
     rope_scaling: Sequence[str | RopeScaling] = (),
+    extend_table: bool = False,
     stride: int | None = None,
     layers: str | Sequence[int] | None = "all",
     batch_size: int = 4,
@@ -84,6 +85,10 @@ def extrapolate(
     rope_scaling
         RoPE-scaling variants (``"linear:2"``, ``"dynamic:2"``, ``"yarn:4"``, ``"llama3:8"``),
         each evaluated beside the unscaled model; RoPE models only.
+    extend_table
+        For a model whose learned position table is shorter than the longest length, add
+        the variant ``interpolated:N``: the table linearly interpolated to N, the longest
+        length (:mod:`posviz.extrapolate.table`). A model without such a table gets a warning.
     stride
         ``None``: non-overlapping blocks; else sliding windows of this stride (each scores its last ``stride`` tokens).
     layers
@@ -109,7 +114,8 @@ def extrapolate(
     ------
     PosvizError
         No model, bad lengths or options, an unknown or unsupported RoPE scaling, a
-        scaling of a model without RoPE, a corpus too short for the longest length.
+        scaling of a model without RoPE, a corpus too short for the longest length,
+        ``extend_table`` with ``device_map``.
 
     Examples
     --------
@@ -126,6 +132,8 @@ def extrapolate(
     chosen = parse_lengths(lengths)
     scalings = list(dict.fromkeys(s if isinstance(s, RopeScaling) else parse_scaling(s) for s in rope_scaling))
     _check(batch_size, max_blocks, stride, mask_rate, chosen)
+    if extend_table and device_map is not None:
+        raise OptionError("--extend-table does not combine with --device-map", "the model is rebuilt on one device")
     configs = {spec: resolve_source(spec).config for spec in specs}
     for spec, config in configs.items():
         check_scalable(spec, config, scalings)
@@ -135,7 +143,7 @@ def extrapolate(
     budget: dict[str, int] = {}
     settings = dict(lengths=chosen, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks,
                     mask_rate=mask_rate, seed=seed, device=device, device_map=device_map, tokenizer=tokenizer,
-                    show_progress=show_progress)
+                    show_progress=show_progress, extend_table=extend_table)
     from posviz.extrapolate.models import model_runs
 
     for spec in specs:

@@ -10,6 +10,7 @@ recorded with the model's own reason; anything else is raised as it is.
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,8 +42,12 @@ def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str 
 def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings: list[RopeScaling], *,
                lengths: list[int], stride: int | None, layers: Any, batch_size: int, max_blocks: int | None,
                mask_rate: float, seed: int, device: str | None, device_map: str | None, tokenizer: str | None,
-               show_progress: bool) -> tuple[str, int, list[LengthRecord]]:
+               show_progress: bool, extend_table: bool = False) -> tuple[str, int, list[LengthRecord]]:
     """Every variant and length of one model.
+
+    The variants: each RoPE scaling, then the model as it is, then (``extend_table``,
+    for a learned table shorter than the longest length) the table interpolated to
+    the longest length (:mod:`posviz.extrapolate.table`).
 
     Returns
     -------
@@ -58,23 +63,41 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     by_variant: dict[str, list[LengthRecord]] = {}
     label = spec
     # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
-    for scaling in [*scalings, None]:
+    for scaling in [*scalings, None, "extend"]:
+        if scaling == "extend" and not extend_table:
+            break
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
-                            config_edit=None if scaling is None else scaling.apply)
+                            config_edit=scaling.apply if isinstance(scaling, RopeScaling) else None)
         label = loaded.label
-        _no_cache_argument(loaded.model)
-        if scaling is not None:
+        table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
+        variant, parameters = "unscaled", None
+        if isinstance(scaling, RopeScaling):
             check_applied(loaded.model, scaling)
+            variant = scaling.label
+            parameters = scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None))
+        elif scaling == "extend":
+            if table is None or table >= lengths[-1]:
+                warnings.warn(f"--extend-table: {label} has no learned position table to extend" if table is None else
+                              f"--extend-table: the {table} positions of {label}'s table already cover every length", stacklevel=2)
+                break
+            from posviz.extrapolate.table import TableExtension, interpolate_table
+
+            extension = TableExtension(table, lengths[-1])
+            loaded.model = interpolate_table(loaded.model, config, extension.length)
+            variant, parameters, table = extension.label, extension.parameters(), extension.length
+        _no_cache_argument(loaded.model)
         untrained = untrained_head(loaded.model, loaded.missing_keys)
         reason = no_loss or (f"the checkpoint has no trained {kind}-LM head ({len(untrained)} tensors newly initialised: "
                              f"{', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''})" if untrained else None)
-        by_variant[scaling.label if scaling else ""] = _variant_runs(
-            loaded, config, budget, scaling, kind, reason, lengths=lengths, stride=stride, layers=layers,
-            batch_size=batch_size, mask_rate=mask_rate, mask_id=getattr(tok, "mask_token_id", None), seed=seed,
-            show_progress=show_progress)
+        by_variant[variant] = _variant_runs(
+            loaded, budget, kind, reason, variant=variant, parameters=parameters, table=table, trained=trained,
+            lengths=lengths, stride=stride, layers=layers, batch_size=batch_size, mask_rate=mask_rate,
+            mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress)
         del loaded
         gc.collect()
-    records = by_variant.pop("") + [r for runs in by_variant.values() for r in runs]  # unscaled first, then as given
+    unscaled = by_variant.pop("unscaled")
+    extended = [r for name in list(by_variant) if name.startswith("interpolated:") for r in by_variant.pop(name)]
+    records = unscaled + [r for runs in by_variant.values() for r in runs] + extended  # unscaled first, then as given
     return label, len(budget.tokens), records
 
 
@@ -93,10 +116,14 @@ def _no_cache_argument(model: Any) -> None:
         model.config.use_cache = None
 
 
-def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scaling: RopeScaling | None, declared: str | None,
-                  reason: str | None, *, lengths: list[int], stride: int | None, layers: Any, batch_size: int,
-                  mask_rate: float, mask_id: int | None, seed: int, show_progress: bool) -> list[LengthRecord]:
-    """One loaded model (one variant) at every length; ``reason``: why it has no loss (its windows are then not masked)."""
+def _variant_runs(loaded: Any, budget: TextBudget, declared: str | None, reason: str | None, *, variant: str,
+                  parameters: dict[str, Any] | None, table: int | None, trained: int | None, lengths: list[int],
+                  stride: int | None, layers: Any, batch_size: int, mask_rate: float, mask_id: int | None, seed: int,
+                  show_progress: bool) -> list[LengthRecord]:
+    """One loaded model (one variant) at every length; ``reason``: why it has no loss (its windows are then not masked).
+
+    ``table`` and ``trained`` are the variant's table length (``None``: none) and the model's training length.
+    """
     from posviz.batch.layers import parse_layers
     from posviz.errors import OptionError
     from posviz.extrapolate.evaluate import model_refuses, run_length
@@ -105,11 +132,8 @@ def _variant_runs(loaded: Any, config: dict[str, Any], budget: TextBudget, scali
     chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, loaded.num_layers, loaded.label)
     if not chosen or any(not 0 <= x < loaded.num_layers for x in chosen):
         raise OptionError(f"{loaded.label} has layers 0-{loaded.num_layers - 1}, not {chosen}")
-    table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
     kind = None if reason else declared  # what is scored
-    common = dict(model=loaded.label, variant="unscaled" if scaling is None else scaling.label,
-                  rope_scaling=None if scaling is None else scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None)),
-                  training_length=trained, table_length=table, objective=declared,
+    common = dict(model=loaded.label, variant=variant, rope_scaling=parameters, training_length=trained, table_length=table, objective=declared,
                   protocol=protocol(kind, stride, mask_rate, seed), layout=budget.layout)
     out = []
     for length in lengths:

@@ -28,9 +28,11 @@ class LengthRecord:
     model
         The model, as named in outputs.
     variant
-        ``unscaled`` or the scaling as given (``yarn:4``).
+        ``unscaled``, the scaling as given (``yarn:4``), or ``interpolated:N`` (``--extend-table``:
+        the learned table interpolated to N positions).
     rope_scaling
-        The scaling parameters set on the config (``None`` for ``unscaled``).
+        The variant's parameters: the scaling set on the config, or the table's
+        interpolation (``None`` for ``unscaled``).
     length
         Positions per window, special tokens included.
     training_length, table_length

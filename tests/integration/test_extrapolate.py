@@ -372,3 +372,69 @@ def test_causal_sinusoidal_and_rope_runs_go_past_their_length(train_corpus, tmp_
         assert by[(scheme, 32)]["objective"] == "causal" and by[(scheme, 32)]["training_length"] == 16
     assert by[("absolute", 16)]["loss"] is not None and by[("absolute", 32)]["loss"] is None
     assert "16 positions" in by[("absolute", 32)]["reason"]
+
+
+_TABLES = {"gpt2": ("wpe.weight", 0, "n_positions"), "bert": ("embeddings.position_embeddings.weight", 0, "max_position_embeddings"),
+           "roberta": ("embeddings.position_embeddings.weight", 2, "max_position_embeddings"),
+           "opt": ("decoder.embed_positions.weight", 2, "max_position_embeddings")}
+
+
+@pytest.mark.parametrize("model_type", sorted(_TABLES))
+def test_interpolated_table_is_the_table_read_between_its_rows(model_type):
+    """--extend-table's model against one built by hand: each column of the table by np.interp, transformers' own model
+    of the longer length, the same outputs at every position; offset rows and every other weight unchanged."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    from posviz.extrapolate.table import interpolate_table
+
+    key, offset, field = _TABLES[model_type]
+    torch.manual_seed(0)
+    cfg = AutoConfig.for_model(model_type, **TINY_CONFIGS[model_type])
+    model = AutoModel.from_config(cfg, attn_implementation="eager").eval()
+    state = model.state_dict()
+    old = state[key].double().numpy()
+    positions, n = old.shape[0] - offset, 64
+    longer = interpolate_table(model, cfg.to_dict(), n)
+    # by hand: row i of the new table is the old one read at i (T - 1) / (N - 1)
+    x = np.arange(n) * (positions - 1) / (n - 1)
+    rows = np.stack([np.interp(x, np.arange(positions), old[offset:, j]) for j in range(old.shape[1])], axis=1)
+    got = longer.state_dict()
+    np.testing.assert_allclose(got[key][offset:].double().numpy(), rows, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(got[key][:offset].numpy(), old[:offset].astype(np.float32))
+    assert all(torch.equal(got[k], v) for k, v in state.items() if k != key and got[k].shape == v.shape)
+    ref = AutoModel.from_config(AutoConfig.for_model(model_type, **{**TINY_CONFIGS[model_type], field: getattr(cfg, field) + n - positions}),
+                                attn_implementation="eager").eval()
+    hand = {k: v for k, v in state.items() if k != key and ref.state_dict()[k].shape == v.shape}
+    hand[key] = torch.as_tensor(np.concatenate([old[:offset], rows]), dtype=torch.float32)
+    ref.load_state_dict(hand, strict=False)
+    ids = torch.as_tensor(np.random.default_rng(0).integers(3, 60, size=(2, n)))
+    with torch.no_grad():
+        np.testing.assert_allclose(longer(input_ids=ids).last_hidden_state.numpy(), ref(input_ids=ids).last_hidden_state.numpy(),
+                                   rtol=0, atol=2e-5)
+    assert longer.config._attn_implementation == "eager" and not longer.training
+
+
+def test_extend_table_adds_an_interpolated_variant(models, corpus):
+    with pytest.warns(UserWarning, match="llama has no learned position table to extend"):
+        r = extrapolate([str(models["gpt2"]), str(models["llama"])], corpus=str(corpus), lengths="16,32,48", max_blocks=2,
+                        layers="0", extend_table=True)
+    gpt2, llama = str(models["gpt2"]), str(models["llama"])
+    recs = {(x["model"], x["variant"], x["length"]): x for x in r.records()}
+    assert recs[(gpt2, "unscaled", 48)]["loss"] is None
+    for n in (16, 32, 48):
+        rec = recs[(gpt2, "interpolated:48", n)]
+        assert rec["loss"] is not None and rec["table_length"] == 48 and rec["training_length"] == 40
+        assert rec["rope_scaling"] == {"type": "linear interpolation of the learned table", "from_positions": 40, "to_positions": 48}
+    assert recs[(gpt2, "interpolated:48", 16)]["loss"] != recs[(gpt2, "unscaled", 16)]["loss"]  # every position is compressed
+    assert {v for m, v, _ in recs if m == llama} == {"unscaled"}  # RoPE: no table to extend
+
+
+def test_extend_table_cli_warns_for_a_model_without_a_table_and_refuses_device_map(models, corpus):
+    res = CliRunner().invoke(app, ["extrapolate", str(models["llama"]), "--corpus", str(corpus), "--lengths", "16,32",
+                                   "--max-blocks", "1", "--layers", "0", "--extend-table", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert "warning: --extend-table:" in res.stderr and "no learned position table" in res.stderr
+    bad = CliRunner().invoke(app, ["extrapolate", str(models["gpt2"]), "--corpus", str(corpus), "--lengths", "16,64",
+                                   "--extend-table", "--device-map", "auto"])
+    assert bad.exit_code == 2 and bad.output.strip().count("\n") == 0 and "--extend-table does not combine" in bad.output
