@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,28 @@ def rotary_inv_freq(config: Any) -> Any:
 
     model = AutoModel.from_config(config)
     return next(m.inv_freq for m in model.modules() if hasattr(m, "inv_freq")).double().numpy()
+
+
+def save_tiny_model(model_type: str, folder: Path, edit: Callable[[dict[str, Any]], None] | None = None, seed: int = 0,
+                    tokenizer: Any = None, lm_head: bool = False, **overrides: Any) -> Path:
+    """Save a random tiny ``model_type`` (:data:`TINY_CONFIGS`) in ``folder``, and ``tokenizer`` beside it.
+
+    ``edit(state_dict)`` changes weights before saving; ``lm_head`` saves the model with its
+    language-model head (masked for BERT, causal otherwise) and the tokenizer's vocabulary.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    torch.manual_seed(seed)
+    if lm_head:
+        overrides = {"vocab_size": len(tokenizer), **overrides}
+    cfg = AutoConfig.for_model(model_type, **{**TINY_CONFIGS[model_type], **overrides})
+    auto = (AutoModelForMaskedLM if model_type == "bert" else AutoModelForCausalLM) if lm_head else AutoModel
+    model = auto.from_config(cfg)
+    if edit is not None:
+        with torch.no_grad():
+            edit(model.state_dict())
+    model.save_pretrained(folder)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    return folder

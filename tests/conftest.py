@@ -316,3 +316,24 @@ def fake_hub(online, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         yield hub
 
+
+# Tiny random models that run on text (attention, hidden, extrapolate): their tokenizer and corpus.
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A WordPiece of 200 pieces (64 positions) trained on 120 packaged docstrings."""
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
+    from posviz.train.tokenizer import train_tokenizer
+
+    return train_tokenizer(packaged_corpus(DEMO_CORPUS, 120), vocab_size=200, model_max_length=64)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """60 packaged docstrings in one text file, one per paragraph."""
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
+
+    path = tmp_path_factory.mktemp("tiny-corpus") / "docs.txt"
+    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 60)), encoding="utf-8")
+    return path

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.extrapolate.api import extrapolate
-from tests.checkpoint_factory import TINY_CONFIGS
+from tests.checkpoint_factory import TINY_CONFIGS, save_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,32 +23,7 @@ L = 24  # a window length within every tiny table (40 positions; LLaMA declares 
 
 def _save_lm(model_type: str, folder: Path, tokenizer, *, seed: int = 0, **overrides) -> Path:
     """A random tiny model of ``model_type`` with its language-model head, and the tokenizer beside it."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
-
-    torch.manual_seed(seed)
-    cfg = AutoConfig.for_model(model_type, **{**TINY_CONFIGS[model_type], "vocab_size": len(tokenizer), **overrides})
-    auto = AutoModelForMaskedLM if model_type == "bert" else AutoModelForCausalLM
-    auto.from_config(cfg).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
-    from posviz.train.tokenizer import train_tokenizer
-
-    return train_tokenizer(packaged_corpus(DEMO_CORPUS, 120), vocab_size=200, model_max_length=64)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
-
-    path = tmp_path_factory.mktemp("extrapolate-corpus") / "docs.txt"
-    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 60)), encoding="utf-8")
-    return path
+    return save_tiny_model(model_type, folder, seed=seed, tokenizer=tokenizer, lm_head=True, **overrides)
 
 
 @pytest.fixture(scope="module")

@@ -14,45 +14,11 @@ from typer.testing import CliRunner
 from posviz.cli.app import app
 from posviz.observe.hidden import hidden
 from posviz.toeplitz.engine import score_embeddings
-from tests.checkpoint_factory import TINY_CONFIGS
+from tests.checkpoint_factory import save_tiny_model as _save
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 N = 16
-
-
-def _save(model_type: str, folder: Path, edit=None, seed: int = 0, tokenizer=None, **overrides) -> Path:
-    """A random tiny model of ``model_type``; ``edit(state_dict)`` changes weights before saving."""
-    import torch
-    from transformers import AutoConfig, AutoModel
-
-    torch.manual_seed(seed)
-    cfg = AutoConfig.for_model(model_type, **{**TINY_CONFIGS[model_type], **overrides})
-    model = AutoModel.from_config(cfg)
-    if edit is not None:
-        with torch.no_grad():
-            edit(model.state_dict())
-    model.save_pretrained(folder)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
-    from posviz.train.tokenizer import train_tokenizer
-
-    return train_tokenizer(packaged_corpus(DEMO_CORPUS, 120), vocab_size=200, model_max_length=64)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
-
-    path = tmp_path_factory.mktemp("hidden-corpus") / "docs.txt"
-    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 60)), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
