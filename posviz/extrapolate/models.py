@@ -85,7 +85,6 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
             extension = TableExtension(table, lengths[-1])
             loaded.model = interpolate_table(loaded.model, config, extension.length)
             variant, parameters, table = extension.label, extension.parameters(), extension.length
-        _no_cache_argument(loaded.model)
         untrained = untrained_head(loaded.model, loaded.missing_keys)
         reason = no_loss or (f"the checkpoint has no trained {kind}-LM head ({len(untrained)} tensors newly initialised: "
                              f"{', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''})" if untrained else None)
@@ -99,21 +98,6 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     extended = [r for name in list(by_variant) if name.startswith("interpolated:") for r in by_variant.pop(name)]
     records = unscaled + [r for runs in by_variant.values() for r in runs] + extended  # unscaled first, then as given
     return label, len(budget.tokens), records
-
-
-def _no_cache_argument(model: Any) -> None:
-    """Stop the shared attention pass from passing ``use_cache=False`` to a forward that has no such argument.
-
-    ``posviz attention``'s pass turns the cache off for models whose config has a ``use_cache`` field; with a
-    language-model head that is not enough in transformers 4.x, whose ``BertForMaskedLM.forward`` refuses the
-    keyword although ``BertConfig`` has the field. Such a model keeps no cache anyway, so the field is cleared.
-    """
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if getattr(model.config, "use_cache", None) is not None and "use_cache" not in params and not takes_any:
-        model.config.use_cache = None
 
 
 def _variant_runs(loaded: Any, budget: TextBudget, declared: str | None, reason: str | None, *, variant: str,

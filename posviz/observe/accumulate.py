@@ -88,6 +88,20 @@ def _no_weights(model: Any) -> UnsupportedModelError:
 PROBE_TOKENS = 16
 
 
+def _takes_use_cache(model: Any) -> bool:
+    """True when the forward pass keeps a cache to turn off: the config has ``use_cache`` and ``forward`` takes it.
+
+    In transformers 4.x ``BertForMaskedLM.forward`` refuses the keyword although
+    ``BertConfig`` has the field; such a model keeps no cache anyway.
+    """
+    import inspect
+
+    if getattr(model.config, "use_cache", None) is None:
+        return False
+    params = inspect.signature(model.forward).parameters
+    return "use_cache" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 class _Capture:
     """Hands each layer's attention probabilities to a callback, as soon as each layer has produced them.
 
@@ -110,7 +124,7 @@ class _Capture:
         self.deliver: Callable[[int, Any], None] = lambda layer, probs: None
         self.on_probed: Callable[[], None] = lambda: None
         self.handles = [m.register_forward_hook(self._probe_hook) for m in self.probes or []]
-        self.kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
+        self.kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
 
     def _probe_hook(self, _module: Any, _inputs: Any, out: Any) -> None:
         self.deliver(self.count, out)
