@@ -63,9 +63,15 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     by_variant: dict[str, list[LengthRecord]] = {}
     label = spec
     # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
+    table: int | None = None
     for scaling in [*scalings, None, "extend"]:
-        if scaling == "extend" and not extend_table:
-            break
+        if scaling == "extend":  # after the unscaled pass, which found the table's length
+            if not extend_table:
+                break
+            if table is None or table >= lengths[-1]:
+                warnings.warn(f"--extend-table: {label} has no learned position table to extend" if table is None else
+                              f"--extend-table: the {table} positions of {label}'s table already cover every length", stacklevel=2)
+                break
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
                             config_edit=scaling.apply if isinstance(scaling, RopeScaling) else None)
         label = loaded.label
@@ -76,10 +82,6 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
             variant = scaling.label
             parameters = scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None))
         elif scaling == "extend":
-            if table is None or table >= lengths[-1]:
-                warnings.warn(f"--extend-table: {label} has no learned position table to extend" if table is None else
-                              f"--extend-table: the {table} positions of {label}'s table already cover every length", stacklevel=2)
-                break
             from posviz.extrapolate.table import TableExtension, interpolate_table
 
             extension = TableExtension(table, lengths[-1])
