@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: posviz train's for the size)")
     p.add_argument("--vocab-size", type=int, default=4000, help="vocabulary of the trained tokenizer (default: 4000)")
     p.add_argument("--tisa-kernels", type=int, default=3, help="TISA kernels S (default: 3)")
-    p.add_argument("--factors", default="0.5,1,2,4,8", help="evaluation lengths as multiples of L (default: %(default)s)")
+    p.add_argument("--factors", default="0.5,1,1.25,1.5,2,3,4,8", help="evaluation lengths as multiples of L (default: %(default)s)")
     p.add_argument("--eval-blocks", type=int, default=48, help="text budget: this many windows of the longest length (default: 48)")
     args = p.parse_args(argv)
     k, n = (int(x) for x in args.shard.split("/"))
