@@ -12,7 +12,7 @@ bias to about 2L, and ALiBi keeps improving to about 3L. This script asks the sa
 * the text is the packaged demo corpus, split by document before anything is trained: every tenth document is held
   out (``heldout.txt``), the rest is the training corpus (``train.txt``); both are written from the packaged corpus
   and recorded by SHA-256, so a rerun anywhere trains and scores on the same bytes;
-* every run is scored by ``posviz.extrapolate`` on the held-out text at ``--factors`` x L (0.5, 1, 2, 4, 8): mean
+* every run is scored by ``posviz.extrapolate`` on the held-out text at ``--factors`` x L (0.5, 1, 1.25, 1.5, 2, 3, 4, 8): mean
   next-token loss over non-overlapping windows cut from one fixed token budget, so every length scores the same
   tokens; per layer and head, the attention entropy, its largest weight and the sink mass on the first token.
 
