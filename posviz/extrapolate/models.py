@@ -61,30 +61,21 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     budget = text_budget(tok, texts, lengths[-1], max_blocks)
     kind, head, no_loss = _loss_plan(config, tok)
     by_variant: dict[str, list[LengthRecord]] = {}
-    label = spec
-    # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
-    table: int | None = None
-    for scaling in [*scalings, None, "extend"]:
-        if scaling == "extend":  # after the unscaled pass, which found the table's length
-            if not extend_table:
-                break
-            if table is None or table >= lengths[-1]:
-                warnings.warn(f"--extend-table: {label} has no learned position table to extend" if table is None else
-                              f"--extend-table: the {table} positions of {label}'s table already cover every length", stacklevel=2)
-                break
+
+    def run(scaling: RopeScaling | None = None, extend_to: int | None = None) -> tuple[str, int | None]:
+        """Load one variant, run it at every length into ``by_variant``; its label and table length."""
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
-                            config_edit=scaling.apply if isinstance(scaling, RopeScaling) else None)
-        label = loaded.label
+                            config_edit=scaling.apply if scaling is not None else None)
         table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
         variant, parameters = "unscaled", None
-        if isinstance(scaling, RopeScaling):
+        if scaling is not None:
             check_applied(loaded.model, scaling)
             variant = scaling.label
             parameters = scaling.parameters(getattr(loaded.model.config, "max_position_embeddings", None))
-        elif scaling == "extend":
+        elif extend_to is not None:
             from posviz.extrapolate.table import TableExtension, interpolate_table
 
-            extension = TableExtension(table, lengths[-1])
+            extension = TableExtension(table, extend_to)
             loaded.model = interpolate_table(loaded.model, config, extension.length)
             variant, parameters, table = extension.label, extension.parameters(), extension.length
         untrained = untrained_head(loaded.model, loaded.missing_keys)
@@ -94,8 +85,21 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
             loaded, budget, kind, reason, variant=variant, parameters=parameters, table=table, trained=trained,
             lengths=lengths, stride=stride, layers=layers, batch_size=batch_size, mask_rate=mask_rate,
             mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress)
+        label = loaded.label
         del loaded
         gc.collect()
+        return label, table
+
+    # the scaled variants first: a model that ignores transformers' scaling is refused before any length has run
+    for scaling in scalings:
+        run(scaling)
+    label, table = run()
+    if extend_table:  # after the unscaled pass, which found the table's length
+        if table is None or table >= lengths[-1]:
+            warnings.warn(f"--extend-table: {label} has no learned position table to extend" if table is None else
+                          f"--extend-table: the {table} positions of {label}'s table already cover every length", stacklevel=2)
+        else:
+            label, _ = run(extend_to=lengths[-1])
     unscaled = by_variant.pop("unscaled")
     extended = [r for name in list(by_variant) if name.startswith("interpolated:") for r in by_variant.pop(name)]
     records = unscaled + [r for runs in by_variant.values() for r in runs] + extended  # unscaled first, then as given

@@ -314,7 +314,7 @@ def layer_statistics(sums: LayerSums, causal: bool) -> HeadAttention:
     from posviz.toeplitz.engine import score
 
     mean = sums.mean
-    heads, n, _ = mean.shape
+    n = mean.shape[-1]
     full, off = _support(n, causal, False), _support(n, causal, True)
     inside, inside_off = _inside(mean, full), _inside(mean, off)
     if causal:
