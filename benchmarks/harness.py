@@ -30,18 +30,23 @@ _WRAPPER = (
     "t = time.perf_counter()\n"
     "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
     "wall = time.perf_counter() - t\n"
-    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "print(json.dumps({'rc': r.returncode, 'wall': wall, 'peak_kb': peak, 'err': r.stderr.decode()[-2000:]}))\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': r.returncode, 'wall': wall, 'cpu': u.ru_utime + u.ru_stime, 'peak_kb': u.ru_maxrss,\n"
+    "                  'err': r.stderr.decode()[-2000:]}))\n"
 )
 
 
 @dataclass
 class Measurement:
-    """Repeated wall times (s) and peak memory (MiB) of one command."""
+    """Repeated wall times (s), CPU times (s, user + system of the process tree) and peak memory (MiB) of one command.
+
+    CPU time is reported beside wall time because it varies less on a shared host; the targets are in wall time.
+    """
 
     name: str
     walls: list[float] = field(default_factory=list)
     peaks: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
 
     @property
     def wall(self) -> float:
@@ -57,18 +62,25 @@ class Measurement:
             "wall_median_s": round(self.wall, 3),
             "wall_min_s": round(min(self.walls), 3),
             "wall_max_s": round(max(self.walls), 3),
+            "cpu_median_s": round(statistics.median(self.cpus), 3) if self.cpus else "",
             "peak_median_mib": round(self.peak, 1),
             "runs": len(self.walls),
         }
 
 
-def run_once(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """Run ``cmd`` once; return (wall seconds, peak RSS MiB). Raises on failure."""
+def run_measured(cmd: list[str], env: dict | None = None) -> dict:
+    """Run ``cmd`` once; ``wall`` and ``cpu`` seconds and ``peak`` RSS MiB of its process tree. Raises on failure."""
     out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, env=env)
     res = json.loads(out.stdout)
     if res["rc"] != 0:
         raise RuntimeError(f"command failed ({res['rc']}): {' '.join(cmd)}\n{res['err']}")
-    return res["wall"], res["peak_kb"] / 1024
+    return {"wall": res["wall"], "cpu": res["cpu"], "peak": res["peak_kb"] / 1024}
+
+
+def run_once(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Run ``cmd`` once; return (wall seconds, peak RSS MiB). Raises on failure."""
+    res = run_measured(cmd, env)
+    return res["wall"], res["peak"]
 
 
 def alternate(commands: dict[str, list[str]], repeats: int, env: dict | None = None, warmup: bool = True) -> dict[str, Measurement]:
@@ -79,9 +91,10 @@ def alternate(commands: dict[str, list[str]], repeats: int, env: dict | None = N
             run_once(cmd, env)
     for _ in range(repeats):
         for name, cmd in commands.items():
-            wall, peak = run_once(cmd, env)
-            results[name].walls.append(wall)
-            results[name].peaks.append(peak)
+            res = run_measured(cmd, env)
+            results[name].walls.append(res["wall"])
+            results[name].peaks.append(res["peak"])
+            results[name].cpus.append(res["cpu"])
     return results
 
 
