@@ -10,20 +10,15 @@ probes on a sample of held-out blocks (:mod:`posviz.observe.probe`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from posviz.observe.hidden_statistics import HiddenLayer
 from posviz.observe.probe import ProbeResult
 from posviz.train.corpus import DEMO_CORPUS
-
-if TYPE_CHECKING:
-    from posviz.observe.hidden_sums import HiddenSums
 
 #: Fields of a record, in order (after ``model`` and ``layer``).
 FIELDS = ("positional_share", "positional_share_null", "context_share", "toeplitzness_offdiag", "toeplitzness",
@@ -178,7 +173,9 @@ def hidden(
     >>> r = posviz.hidden("sentence-transformers/all-MiniLM-L6-v2", corpus="docs.txt", seq_len=64)  # doctest: +SKIP
     >>> r.to_frame()[["layer", "positional_share", "toeplitzness_offdiag", "probe_mae"]]  # doctest: +SKIP
     """
+    from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
     from posviz.observe.hidden_sums import accumulate_hidden, probe_plan
+    from posviz.observe.probe import position_probe
     from posviz.observe.runner import check_sizes, prepare_blocks
     from posviz.util.progress import count_progress
 
@@ -199,32 +196,11 @@ def hidden(
                                  progress=update if show_progress else None)
     positions = np.stack(sums.sample.positions) if sums.sample.positions else np.empty((0, 0), dtype=np.int64)
     middle = (float(kept[0]) + float(kept[-1])) / 2
-    stats, probes, vectors = _per_layer(sums, run.layers, positions, middle, null_draws=null_draws, seed=seed)
+    stats, probes, vectors = {}, {}, {}
+    for layer in run.layers:
+        layer_sums = sums.layer(layer)
+        stats[layer] = layer_statistics(layer_sums, null_draws=null_draws, seed=seed)
+        probes[layer] = position_probe(sums.sample.layer(layer), positions, middle, seed=seed)
+        vectors[layer] = positional_vectors(layer_sums)
     return HiddenResult(model=run.loaded.label, layers=run.layers, seq_len=run.seq_len, blocks=sums.blocks, kept=kept,
                         layout=run.layout, corpus=run.corpus, stats=stats, probes=probes, vectors=vectors, seed=seed)
-
-
-def _per_layer(sums: HiddenSums, layers: list[int], positions: np.ndarray, middle: float, *, null_draws: int,
-               seed: int) -> tuple[dict[int, HiddenLayer], dict[int, ProbeResult], dict[int, np.ndarray]]:
-    """Statistics, probes and positional vectors of every layer, the layers on a pool of threads.
-
-    The layers are independent, and their fits spend much of their time in BLAS and LAPACK, which release
-    the GIL; every number is the one a single thread computes (tested).
-    """
-    from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
-    from posviz.observe.probe import position_probe
-
-    def one_layer(layer: int) -> tuple[HiddenLayer, ProbeResult, np.ndarray]:
-        layer_sums = sums.layer(layer)
-        return (layer_statistics(layer_sums, null_draws=null_draws, seed=seed),
-                position_probe(sums.sample.layer(layer), positions, middle, seed=seed), positional_vectors(layer_sums))
-
-    with ThreadPoolExecutor(max_workers=_layer_workers(len(layers))) as pool:
-        done = dict(zip(layers, pool.map(one_layer, layers), strict=True))
-    return ({layer: r[0] for layer, r in done.items()}, {layer: r[1] for layer, r in done.items()},
-            {layer: r[2] for layer, r in done.items()})
-
-
-def _layer_workers(layers: int) -> int:
-    """Threads for the per-layer statistics and probes: one per core, at most one per layer."""
-    return max(1, min(layers, os.cpu_count() or 1))

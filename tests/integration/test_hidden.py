@@ -149,20 +149,6 @@ def test_minilm_layers(minilm_dir, corpus):
     assert rows[0]["positional_share"] > 1.5 * rows[0]["positional_share_null"]
 
 
-def test_layers_in_parallel_equal_one_at_a_time(minilm_dir, corpus, monkeypatch):
-    """The layers' statistics and probes run on a pool of threads: every number equals the one-thread run's."""
-    import posviz.observe.hidden as module
-
-    kw = {"corpus": str(corpus), "seq_len": 32, "max_blocks": 12, "probe_blocks": 8}
-    monkeypatch.setattr(module, "_layer_workers", lambda layers: 1)
-    one = hidden(str(minilm_dir), **kw)
-    monkeypatch.setattr(module, "_layer_workers", lambda layers: layers)
-    many = hidden(str(minilm_dir), **kw)
-    assert json.dumps(many.records()) == json.dumps(one.records())  # exact, NaN included
-    for layer in one.layers:
-        np.testing.assert_array_equal(many.vectors[layer], one.vectors[layer])
-
-
 def test_cli_json_interface(bert, corpus, tmp_path):
     res = CliRunner().invoke(app, ["hidden", str(bert), "--corpus", str(corpus), "--seq-len", str(N), "--max-blocks", "8",
                                    "--probe-blocks", "4", "-o", str(tmp_path / "h.png"), "-o", str(tmp_path / "h.csv")])
