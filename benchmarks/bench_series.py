@@ -8,22 +8,24 @@ values) is written, the rest of the file is a hole. The Hub emulator of the test
 fetch workers and once with ``POSVIZ_FETCH_WORKERS=1`` (one checkpoint after the other). Weight files are served
 as the Hub serves LFS files (a 302 from ``resolve`` to a CDN address; ``--no-cdn`` serves them directly).
 
-Reported: wall time, the time the capped link alone needs for the bytes sent and the ratio of the two, peak
-memory, requests (per checkpoint too) and body bytes sent, against the bytes of the 140 position tables, and how
-many rows the series checks flagged (none: every checkpoint is distinct and on its path).
+Reported: wall time, the time the capped link alone needs for the bytes sent and the ratio of the two, the CPU
+time of the ``posviz`` process tree and of the emulator (this process's threads) while it ran, peak memory,
+requests (per checkpoint too) and body bytes sent, against the bytes of the 140 position tables, and how many
+rows the series checks flagged (none: every checkpoint is distinct and on its path).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
-from harness import posviz_cmd, run_once
+from harness import posviz_cmd, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = 5
@@ -106,13 +108,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
             env = {**clean_env(home, hub.endpoint), "POSVIZ_FETCH_WORKERS": workers}
             hub.reset()
             extra = [] if args.null_draws is None else ["--null-draws", str(args.null_draws)]
-            wall, peak = run_once(posviz_cmd("trajectory", *repos, *extra, "-o", str(home / "rows.json")), env)
+            before = resource.getrusage(resource.RUSAGE_SELF)  # the emulator's threads run in this process
+            res = run_measured(posviz_cmd("trajectory", *repos, *extra, "-o", str(home / "rows.json")), env)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            wall, peak = res["wall"], res["peak"]
+            emulator_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             got = json.loads((home / "rows.json").read_text())
             flagged = sum(r.get("duplicate_of") is not None or bool(r.get("suspect")) for r in got)
             weights = sum(hub.file_bytes(r, "model.safetensors") for r in repos)
             link = hub.bytes_sent / args.rate  # seconds the capped link alone needs for what was sent
             rows.append({"fetch workers": workers, "wall_s": round(wall, 2), "link_s": round(link, 2),
-                         "wall_over_link": round(wall / link, 2), "peak_mib": round(peak),
+                         "wall_over_link": round(wall / link, 2), "posviz_cpu_s": round(res["cpu"], 2),
+                         "emulator_cpu_s": round(emulator_cpu, 2), "peak_mib": round(peak),
                          "requests": len(hub.requests), "sent_mib": round(hub.bytes_sent / 2**20, 1),
                          "weights_sent_mib": round(weights / 2**20, 1), "E_P_mib": round(ep_bytes / 2**20, 1),
                          "ratio_to_E_P": round(hub.bytes_sent / ep_bytes, 3), "rows": len(got),
