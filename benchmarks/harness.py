@@ -53,6 +53,10 @@ class Measurement:
         return statistics.median(self.walls)
 
     @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus) if self.cpus else float("nan")
+
+    @property
     def peak(self) -> float:
         return statistics.median(self.peaks)
 
@@ -62,7 +66,7 @@ class Measurement:
             "wall_median_s": round(self.wall, 3),
             "wall_min_s": round(min(self.walls), 3),
             "wall_max_s": round(max(self.walls), 3),
-            "cpu_median_s": round(statistics.median(self.cpus), 3) if self.cpus else "",
+            "cpu_median_s": round(self.cpu, 3) if self.cpus else "",
             "peak_median_mib": round(self.peak, 1),
             "runs": len(self.walls),
         }
