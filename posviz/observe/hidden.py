@@ -104,6 +104,22 @@ class HiddenResult:
         return pd.DataFrame(self.records())
 
 
+# Below this hidden width the statistics after the forward (the probes' L-BFGS iterations, d x d
+# eigendecompositions and Grams of width d) are small BLAS calls, for which OpenBLAS's extra threads cost more
+# synchronisation than they save: on 2 cores the probes of one 384-wide layer took 2.5x longer with two BLAS threads
+# than with one, about equal at 1024, and 1.6x shorter with two at 2048 (benchmarks/README.md, section 12).
+SINGLE_THREAD_BELOW = 1024
+
+
+def statistics_blas_threads(width: int) -> int | None:
+    """BLAS threads for the per-layer statistics of hidden states ``width`` wide: 1 below
+    :data:`SINGLE_THREAD_BELOW`, else ``None`` (the library's default).
+
+    One thread also makes the small models' statistics independent of the machine's core count, to the last bit.
+    """
+    return 1 if width < SINGLE_THREAD_BELOW else None
+
+
 def hidden(
     model: str,
     *,
@@ -173,6 +189,8 @@ def hidden(
     >>> r = posviz.hidden("sentence-transformers/all-MiniLM-L6-v2", corpus="docs.txt", seq_len=64)  # doctest: +SKIP
     >>> r.to_frame()[["layer", "positional_share", "toeplitzness_offdiag", "probe_mae"]]  # doctest: +SKIP
     """
+    from threadpoolctl import threadpool_limits
+
     from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
     from posviz.observe.hidden_sums import accumulate_hidden, probe_plan
     from posviz.observe.probe import position_probe
@@ -197,10 +215,11 @@ def hidden(
     positions = np.stack(sums.sample.positions) if sums.sample.positions else np.empty((0, 0), dtype=np.int64)
     middle = (float(kept[0]) + float(kept[-1])) / 2
     stats, probes, vectors = {}, {}, {}
-    for layer in run.layers:
-        layer_sums = sums.layer(layer)
-        stats[layer] = layer_statistics(layer_sums, null_draws=null_draws, seed=seed)
-        probes[layer] = position_probe(sums.sample.layer(layer), positions, middle, seed=seed)
-        vectors[layer] = positional_vectors(layer_sums)
+    with threadpool_limits(limits=statistics_blas_threads(sums.layer(run.layers[0]).total.shape[1]), user_api="blas"):
+        for layer in run.layers:
+            layer_sums = sums.layer(layer)
+            stats[layer] = layer_statistics(layer_sums, null_draws=null_draws, seed=seed)
+            probes[layer] = position_probe(sums.sample.layer(layer), positions, middle, seed=seed)
+            vectors[layer] = positional_vectors(layer_sums)
     return HiddenResult(model=run.loaded.label, layers=run.layers, seq_len=run.seq_len, blocks=sums.blocks, kept=kept,
                         layout=run.layout, corpus=run.corpus, stats=stats, probes=probes, vectors=vectors, seed=seed)

@@ -107,6 +107,27 @@ def test_corpus_blocks_leave_special_tokens_out(bert, corpus):
     assert set(frame.columns) >= {"positional_share", "positional_share_null", "toeplitzness_offdiag", "rank90", "probe_mae"}
 
 
+def test_statistics_run_on_one_blas_thread_for_narrow_models(bert, corpus, monkeypatch):
+    """The probes of a narrow model see one BLAS thread whatever the caller allows (faster, and machine-independent)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import posviz.observe.probe as probe
+    from posviz.observe.hidden import SINGLE_THREAD_BELOW, statistics_blas_threads
+
+    seen: list[int] = []
+    real = probe.position_probe
+
+    def observed(*args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(probe, "position_probe", observed)
+    with threadpool_limits(limits=2, user_api="blas"):
+        r = hidden(str(bert), corpus=str(corpus), seq_len=N, max_blocks=6, probe_blocks=4)
+    assert len(r.layers) == 3 and seen and set(seen) == {1}
+    assert statistics_blas_threads(SINGLE_THREAD_BELOW - 1) == 1 and statistics_blas_threads(SINGLE_THREAD_BELOW) is None
+
+
 def test_runs_and_run_at_step(absolute_run, none_run, train_corpus):
     """posviz runs return their hidden states (embeddings mapped to the hidden size, then every layer)."""
     a = hidden(str(absolute_run), corpus=str(train_corpus), seq_len=32, max_blocks=8, probe_blocks=4)
