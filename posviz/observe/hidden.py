@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from posviz.observe.hidden_statistics import HiddenLayer
 from posviz.observe.probe import ProbeResult
 from posviz.train.corpus import DEMO_CORPUS
+
+if TYPE_CHECKING:
+    from posviz.observe.hidden_sums import HiddenSums
 
 #: Fields of a record, in order (after ``model`` and ``layer``).
 FIELDS = ("positional_share", "positional_share_null", "context_share", "toeplitzness_offdiag", "toeplitzness",
@@ -189,11 +192,7 @@ def hidden(
     >>> r = posviz.hidden("sentence-transformers/all-MiniLM-L6-v2", corpus="docs.txt", seq_len=64)  # doctest: +SKIP
     >>> r.to_frame()[["layer", "positional_share", "toeplitzness_offdiag", "probe_mae"]]  # doctest: +SKIP
     """
-    from threadpoolctl import threadpool_limits
-
-    from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
     from posviz.observe.hidden_sums import accumulate_hidden, probe_plan
-    from posviz.observe.probe import position_probe
     from posviz.observe.runner import check_sizes, prepare_blocks
     from posviz.util.progress import count_progress
 
@@ -212,14 +211,27 @@ def hidden(
     with count_progress(len(run.ids), "blocks") as update:
         sums = accumulate_hidden(run.loaded.model, run.ids, run.layers, kept, batch_size=batch_size, plan=plan,
                                  progress=update if show_progress else None)
+    stats, probes, vectors = _measure_layers(sums, run.layers, kept, null_draws=null_draws, seed=seed)
+    return HiddenResult(model=run.loaded.label, layers=run.layers, seq_len=run.seq_len, blocks=sums.blocks, kept=kept,
+                        layout=run.layout, corpus=run.corpus, stats=stats, probes=probes, vectors=vectors, seed=seed)
+
+
+def _measure_layers(sums: HiddenSums, layers: Sequence[int], kept: np.ndarray, *, null_draws: int, seed: int
+                    ) -> tuple[dict[int, HiddenLayer], dict[int, ProbeResult], dict[int, np.ndarray]]:
+    """Statistics, position probe and positional vectors of each layer of the streamed ``sums``, computed on
+    :func:`statistics_blas_threads` BLAS threads."""
+    from threadpoolctl import threadpool_limits
+
+    from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
+    from posviz.observe.probe import position_probe
+
     positions = np.stack(sums.sample.positions) if sums.sample.positions else np.empty((0, 0), dtype=np.int64)
     middle = (float(kept[0]) + float(kept[-1])) / 2
     stats, probes, vectors = {}, {}, {}
-    with threadpool_limits(limits=statistics_blas_threads(sums.layer(run.layers[0]).total.shape[1]), user_api="blas"):
-        for layer in run.layers:
+    with threadpool_limits(limits=statistics_blas_threads(sums.layer(layers[0]).total.shape[1]), user_api="blas"):
+        for layer in layers:
             layer_sums = sums.layer(layer)
             stats[layer] = layer_statistics(layer_sums, null_draws=null_draws, seed=seed)
             probes[layer] = position_probe(sums.sample.layer(layer), positions, middle, seed=seed)
             vectors[layer] = positional_vectors(layer_sums)
-    return HiddenResult(model=run.loaded.label, layers=run.layers, seq_len=run.seq_len, blocks=sums.blocks, kept=kept,
-                        layout=run.layout, corpus=run.corpus, stats=stats, probes=probes, vectors=vectors, seed=seed)
+    return stats, probes, vectors
