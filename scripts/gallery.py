@@ -60,7 +60,8 @@ OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", 
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
                      "posviz/observe/api.py", "posviz/observe/rope_bands.py"]
 OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_statistics.py",
-                  "posviz/observe/hidden_sums.py", "posviz/observe/probe.py"]
+                  "posviz/observe/hidden_sums.py", "posviz/observe/probe.py",
+                  "posviz/observe/probe_worker.py"]
 TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",
          "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz", "posviz/train/data.py", "posviz/train/loop.py",
          "posviz/train/options.py", "posviz/train/tokenizer.py", "posviz/train/log.py"]

@@ -21,7 +21,8 @@ from posviz.observe.probe import ProbeResult
 from posviz.train.corpus import DEMO_CORPUS
 
 if TYPE_CHECKING:
-    from posviz.observe.hidden_sums import HiddenSums
+    from posviz.observe.hidden_sums import HiddenSums, ProbeSample
+    from posviz.observe.probe_worker import ProbeJob
 
 #: Fields of a record, in order (after ``model`` and ``layer``).
 FIELDS = ("positional_share", "positional_share_null", "context_share", "toeplitzness_offdiag", "toeplitzness",
@@ -193,45 +194,60 @@ def hidden(
     >>> r.to_frame()[["layer", "positional_share", "toeplitzness_offdiag", "probe_mae"]]  # doctest: +SKIP
     """
     from posviz.observe.hidden_sums import accumulate_hidden, probe_plan
+    from posviz.observe.probe_worker import probe_worker
     from posviz.observe.runner import check_sizes, prepare_blocks
     from posviz.util.progress import count_progress
 
     check_sizes(seq_len, batch_size, max_blocks)
-    run = prepare_blocks(model, corpus=corpus, seq_len=seq_len, layers=layers, layer_count=lambda m: m.num_layers + 1,
-                         max_blocks=max_blocks, device=device, device_map=device_map, tokenizer=tokenizer,
-                         token_blocks=token_blocks, block_layout=block_layout, special_positions=special_positions,
-                         attn_implementation=None)  # hidden states only: the model's default (SDPA) attention
-    special = set(run.special_positions)
-    kept = np.array([i for i in range(run.seq_len) if i not in special], dtype=np.int64)
-    if len(kept) < 2:
-        from posviz.errors import OptionError
+    with probe_worker() as worker:  # started first, so that it imports scikit-learn while the model loads
+        run = prepare_blocks(model, corpus=corpus, seq_len=seq_len, layers=layers,
+                             layer_count=lambda m: m.num_layers + 1, max_blocks=max_blocks, device=device,
+                             device_map=device_map, tokenizer=tokenizer, token_blocks=token_blocks,
+                             block_layout=block_layout, special_positions=special_positions,
+                             attn_implementation=None)  # hidden states only: the model's default (SDPA) attention
+        special = set(run.special_positions)
+        kept = np.array([i for i in range(run.seq_len) if i not in special], dtype=np.int64)
+        if len(kept) < 2:
+            from posviz.errors import OptionError
 
-        raise OptionError(f"--seq-len {run.seq_len} leaves {len(kept)} text position(s)", "use a longer --seq-len")
-    plan = probe_plan(len(run.ids), kept, probe_blocks=probe_blocks, probe_positions=probe_positions, seed=seed)
-    with count_progress(len(run.ids), "blocks") as update:
-        sums = accumulate_hidden(run.loaded.model, run.ids, run.layers, kept, batch_size=batch_size, plan=plan,
-                                 progress=update if show_progress else None)
-    stats, probes, vectors = _measure_layers(sums, run.layers, kept, null_draws=null_draws, seed=seed)
+            raise OptionError(f"--seq-len {run.seq_len} leaves {len(kept)} text position(s)", "use a longer --seq-len")
+        plan = probe_plan(len(run.ids), kept, probe_blocks=probe_blocks, probe_positions=probe_positions, seed=seed)
+        middle = (float(kept[0]) + float(kept[-1])) / 2  # the probe's baseline predicts the middle of the kept range
+        with count_progress(len(run.ids), "blocks") as update:  # the probes are fitted by the worker meanwhile
+            sums = accumulate_hidden(run.loaded.model, run.ids, run.layers, kept, batch_size=batch_size, plan=plan,
+                                     progress=update if show_progress else None,
+                                     on_sample=lambda sample: worker.submit(probe_jobs(sample, run.layers, middle, seed)))
+        stats, vectors = _measure_layers(sums, run.layers, null_draws=null_draws, seed=seed)
+        probes = worker.results()
     return HiddenResult(model=run.loaded.label, layers=run.layers, seq_len=run.seq_len, blocks=sums.blocks, kept=kept,
                         layout=run.layout, corpus=run.corpus, stats=stats, probes=probes, vectors=vectors, seed=seed)
 
 
-def _measure_layers(sums: HiddenSums, layers: Sequence[int], kept: np.ndarray, *, null_draws: int, seed: int
-                    ) -> tuple[dict[int, HiddenLayer], dict[int, ProbeResult], dict[int, np.ndarray]]:
-    """Statistics, position probe and positional vectors of each layer of the streamed ``sums``, computed on
+def probe_jobs(sample: ProbeSample, layers: Sequence[int], middle: float, seed: int) -> list[ProbeJob]:
+    """The position probes of each layer of ``sample``, on :func:`statistics_blas_threads` BLAS threads."""
+    from posviz.observe.probe_worker import ProbeJob
+
+    positions = np.stack(sample.positions) if sample.positions else np.empty((0, 0), dtype=np.int64)
+    jobs = []
+    for layer in layers:
+        states = sample.layer(layer)
+        jobs.append(ProbeJob(layer=layer, states=states, positions=positions, middle=middle, seed=seed,
+                             threads=statistics_blas_threads(states.shape[-1])))
+    return jobs
+
+
+def _measure_layers(sums: HiddenSums, layers: Sequence[int], *, null_draws: int, seed: int
+                    ) -> tuple[dict[int, HiddenLayer], dict[int, np.ndarray]]:
+    """Statistics and positional vectors of each layer of the streamed ``sums``, computed on
     :func:`statistics_blas_threads` BLAS threads."""
     from threadpoolctl import threadpool_limits
 
     from posviz.observe.hidden_statistics import layer_statistics, positional_vectors
-    from posviz.observe.probe import position_probe
 
-    positions = np.stack(sums.sample.positions) if sums.sample.positions else np.empty((0, 0), dtype=np.int64)
-    middle = (float(kept[0]) + float(kept[-1])) / 2
-    stats, probes, vectors = {}, {}, {}
+    stats, vectors = {}, {}
     with threadpool_limits(limits=statistics_blas_threads(sums.layer(layers[0]).total.shape[1]), user_api="blas"):
         for layer in layers:
             layer_sums = sums.layer(layer)
             stats[layer] = layer_statistics(layer_sums, null_draws=null_draws, seed=seed)
-            probes[layer] = position_probe(sums.sample.layer(layer), positions, middle, seed=seed)
             vectors[layer] = positional_vectors(layer_sums)
-    return stats, probes, vectors
+    return stats, vectors

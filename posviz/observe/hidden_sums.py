@@ -9,7 +9,9 @@ in float64 on the device that produced the layer (several devices under
 ``device_map="auto"``), so memory is O(layers x n x d) whatever the corpus size.
 
 Besides the sums, a seeded sample of blocks and positions keeps its hidden states
-(float32, on the CPU) for the position probe (:mod:`posviz.observe.probe`).
+(float32, on the CPU) for the position probe (:mod:`posviz.observe.probe`). The sampled
+blocks run first, so that the probes can be fitted elsewhere
+(:mod:`posviz.observe.probe_worker`) while the other blocks run.
 
 Hidden states come from one forward pass per batch with
 ``output_hidden_states=True``; models that do not return them are refused.
@@ -91,16 +93,18 @@ def probe_plan(num_blocks: int, kept: np.ndarray, *, probe_blocks: int, probe_po
 class HiddenSums:
     """Float64 running sums of some layers' hidden states (created at the first batch, on its device)."""
 
-    def __init__(self, layers: Sequence[int], kept: np.ndarray, plan: dict[int, np.ndarray] | None = None) -> None:
+    def __init__(self, layers: Sequence[int], kept: np.ndarray, plan: dict[int, np.ndarray] | None = None,
+                 order: np.ndarray | None = None) -> None:
         self.layers = list(layers)
         self.kept = np.asarray(kept, dtype=np.int64)
         self.blocks = 0
         self.plan = plan or {}
+        self.order = order  # global index of the block run at each step (None: run order)
         self.sample = ProbeSample(states={layer: [] for layer in self.layers})
         self._sums: dict[int, list[Any]] = {}
 
     def add(self, layer: int, states: Any, first_block: int) -> None:
-        """Add one batch of one layer: ``states`` of shape ``(batch, n, d)``, its first block's global index."""
+        """Add one batch of one layer: ``states`` of shape ``(batch, n, d)``, its first block's step in the run."""
         import torch
 
         h = states.detach().to(torch.float64)
@@ -113,16 +117,25 @@ class HiddenSums:
             for acc, part in zip(self._sums[layer], parts, strict=True):
                 acc += part
         for row in range(int(h.shape[0])):
-            where = self.plan.get(first_block + row)
+            where = self.plan.get(self.block_index(first_block + row))
             if where is not None:
                 self.sample.states[layer].append(states[row, torch.as_tensor(where, device=states.device)].float().cpu().numpy())
 
+    def block_index(self, step: int) -> int:
+        """The global index of the block run at ``step``."""
+        return step if self.order is None else int(self.order[step])
+
     def note_sampled(self, first_block: int, size: int) -> None:
         """Record the sampled blocks of a batch (once per batch, after its layers)."""
-        for b in range(first_block, first_block + size):
+        for b in map(self.block_index, range(first_block, first_block + size)):
             if b in self.plan:
                 self.sample.blocks.append(b)
                 self.sample.positions.append(self.plan[b])
+
+    @property
+    def sample_complete(self) -> bool:
+        """Whether every block of the probe's plan has been run."""
+        return len(self.sample.blocks) == len(self.plan)
 
     @property
     def nbytes(self) -> tuple[int, int]:
@@ -164,8 +177,13 @@ def hidden_states(model: Any, ids: Any) -> tuple[Any, ...]:
 
 def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kept: np.ndarray, *, batch_size: int = 8,
                       plan: dict[int, np.ndarray] | None = None,
-                      progress: Callable[[int], None] | None = None) -> HiddenSums:
+                      progress: Callable[[int], None] | None = None,
+                      on_sample: Callable[[ProbeSample], None] | None = None) -> HiddenSums:
     """Streaming hidden-state sums of ``layers`` over ``blocks`` ``(num_blocks, n)`` of token ids.
+
+    The blocks of the probe's ``plan`` run first, so that its sample is complete early
+    and the probes can be fitted elsewhere while the other blocks run; the sums do not
+    depend on the order (up to float64 rounding).
 
     Parameters
     ----------
@@ -183,6 +201,8 @@ def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kep
         Blocks and positions whose states are kept for the probe (:func:`probe_plan`).
     progress
         Called with the number of blocks done after each batch.
+    on_sample
+        Called once with the probe's sample, as soon as every block of ``plan`` has run.
 
     Raises
     ------
@@ -191,9 +211,13 @@ def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kep
     """
     from posviz.observe.runner import run_batches
 
-    sums = HiddenSums(layers, kept, plan)
+    planned = np.array(sorted(plan or {}), dtype=np.int64)
+    order = np.concatenate([planned, np.setdiff1d(np.arange(len(blocks)), planned)])
+    sums = HiddenSums(layers, kept, plan, order=order)
+    handed = False
 
     def forward(ids: Any) -> None:
+        nonlocal handed
         states = hidden_states(model, ids)
         if max(layers) >= len(states):
             raise UnsupportedModelError(f"{type(model).__name__} returned {len(states)} hidden states, not layer {max(layers)}")
@@ -201,6 +225,11 @@ def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kep
             sums.add(layer, states[layer], sums.blocks)
         sums.note_sampled(sums.blocks, int(ids.shape[0]))
         sums.blocks += int(ids.shape[0])
+        if on_sample is not None and not handed and sums.sample_complete:
+            handed = True
+            on_sample(sums.sample)
 
-    run_batches(model, blocks, batch_size, forward, progress)
+    run_batches(model, blocks[order], batch_size, forward, progress)
+    if on_sample is not None and not handed:  # no blocks at all
+        on_sample(sums.sample)
     return sums

@@ -108,23 +108,35 @@ def test_corpus_blocks_leave_special_tokens_out(bert, corpus):
 
 
 def test_statistics_run_on_one_blas_thread_for_narrow_models(bert, corpus, monkeypatch):
-    """The probes of a narrow model see one BLAS thread whatever the caller allows (faster, and machine-independent)."""
+    """A narrow model's statistics and probes see one BLAS thread whatever the caller allows (faster, and
+    machine-independent); the probes' jobs carry that limit to the worker process."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
+    import posviz.observe.hidden_statistics as statistics
     import posviz.observe.probe as probe
-    from posviz.observe.hidden import SINGLE_THREAD_BELOW, statistics_blas_threads
+    from posviz.observe.hidden import SINGLE_THREAD_BELOW, probe_jobs, statistics_blas_threads
+    from posviz.observe.hidden_sums import ProbeSample
 
-    seen: list[int] = []
-    real = probe.position_probe
+    seen: dict[str, list[int]] = {"statistics": [], "probe": []}
 
-    def observed(*args, **kwargs):
-        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
-        return real(*args, **kwargs)
+    def observing(name, real):
+        def observed(*args, **kwargs):
+            seen[name].extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(probe, "position_probe", observed)
+        return observed
+
+    monkeypatch.setattr(statistics, "layer_statistics", observing("statistics", statistics.layer_statistics))
+    monkeypatch.setattr(probe, "position_probe", observing("probe", probe.position_probe))
     with threadpool_limits(limits=2, user_api="blas"):
         r = hidden(str(bert), corpus=str(corpus), seq_len=N, max_blocks=6, probe_blocks=4)
-    assert len(r.layers) == 3 and seen and set(seen) == {1}
+        rng = np.random.default_rng(0)
+        sample = ProbeSample(blocks=[0, 1], positions=[np.arange(4)] * 2,
+                             states={0: [rng.normal(size=(4, 8)).astype(np.float32)] * 2})
+        (job,) = probe_jobs(sample, [0], 1.5, 0)
+        job.run()  # what the worker process runs
+    assert len(r.layers) == 3 and seen["statistics"] and set(seen["statistics"]) == {1}
+    assert job.threads == 1 and seen["probe"] and set(seen["probe"]) == {1}
     assert statistics_blas_threads(SINGLE_THREAD_BELOW - 1) == 1 and statistics_blas_threads(SINGLE_THREAD_BELOW) is None
 
 
