@@ -74,7 +74,10 @@ class _WarningJob(ProbeJob):
         return super().run()
 
 
-def test_the_fits_warnings_reach_this_process():
+def test_the_fits_warnings_reach_this_process(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # the child unpickles a job of tests/
     (job,) = _jobs(layers=1)
     job = _WarningJob(**job.__dict__)
     with ProbeWorker() as worker, pytest.warns(UserWarning, match="RuntimeWarning: lbfgs failed to converge"):
