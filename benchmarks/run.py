@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run.py            # all eight, full size (about 30-40 min on 2 cores)
+    .venv/bin/python benchmarks/run.py            # all of them, full size (about an hour on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller inputs, fewer repeats (a few minutes)
     .venv/bin/python benchmarks/run.py extract startup   # a selection
 
@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "explore": ("bench_explore.py", ["--repeats", "5"], ["--repeats", "1"]),
     "extrapolate": ("bench_extrapolate.py", ["--layers", "12", "--heads", "12", "--hidden", "768", "--blocks", "16", "--repeats", "2"],
                     ["--blocks", "2", "--length", "128", "--repeats", "1"]),
+    "teardown": ("bench_teardown.py", ["--launches", "20"], ["--launches", "3"]),
 }
 
 

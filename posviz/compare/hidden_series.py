@@ -9,7 +9,7 @@ named ``SERIES · layer L`` so that each layer is one line of the figure.
 
 Under ``torchrun`` the checkpoints are shared out across the processes (process r
 takes checkpoints r, r + W, ...); each process measures its own on the same blocks,
-and every process receives every row (``all_gather_object``), so the merged table
+and every process receives every row (:func:`posviz.train.collectives.all_gather_objects`), so the merged table
 equals the single-process one. The command's main process writes it.
 """
 
@@ -53,17 +53,17 @@ def hidden_series_rows(points: Sequence[SeriesPoint], *, corpus: str | Sequence[
                          "step": p.step, "measure": "hidden", "corpus": ", ".join(specs),
                          "corpus_sha256": corpus_sha256})
     if world > 1:
-        rows = _gathered(rows, world)
+        rows = _gathered(rows)
     rows.sort(key=lambda r: (r["step"], r["run"], r["layer"]))
     return rows
 
 
-def _gathered(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+def _gathered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every process's rows, in every process (a gloo group started here if none is)."""
     import torch.distributed as dist
 
+    from posviz.train.collectives import all_gather_objects
+
     if not dist.is_initialized():
         dist.init_process_group("gloo")
-    parts: list[Any] = [None] * world
-    dist.all_gather_object(parts, rows)
-    return [row for part in parts for row in part]
+    return [row for part in all_gather_objects(rows) for row in part]

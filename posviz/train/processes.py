@@ -72,15 +72,13 @@ def _attempt(work: Callable[[], Any]) -> tuple[str, Any]:
 
 def _share(outcome: tuple[str, Any] | None) -> tuple[str, Any]:
     """The main process's outcome, in every process (a collective call: all processes make it)."""
-    import torch.distributed as dist
+    from posviz.train.collectives import broadcast_object
 
     if outcome is not None and outcome[0] == "failure":
         shared: Any = ("error", MainProcessFailed(f"the main process stopped: {type(outcome[1]).__name__}: {outcome[1]}"))
     else:
         shared = outcome
-    box = [shared]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return broadcast_object(shared, src=0)
 
 
 def _unwrap(outcome: tuple[str, Any]) -> Any:
@@ -219,44 +217,49 @@ def _leave(rank: int, code: int, *, together: bool) -> int | None:
                 main_code = int(store.get(_exit_key()))
         except Exception:  # noqa: BLE001 - no store to ask (the main process hosted it): nothing to learn
             pass
-    if together and code == 0:
-        _bounded_destroy()
-    else:
-        dist.destroy_process_group()  # joins gloo's threads; left to the interpreter's exit, they can abort it
+    _bounded_destroy()  # joins gloo's threads; left to the interpreter's exit, they can abort it
     if together and rank != 0 and code != 0:
         _outlast_main(code)
     return main_code
 
 
-#: Seconds a process that finished its work waits for ``destroy_process_group`` before it ends without it.
+#: Seconds a process waits for ``destroy_process_group`` before it ends with a stack dump and exit status 1.
 DESTROY_LIMIT = 60.0
 
 
 def _bounded_destroy(limit: float = DESTROY_LIMIT) -> None:
-    """``destroy_process_group`` after a successful run, ending the process with 0 if it hangs past ``limit``.
+    """``destroy_process_group``, then the tensors of :mod:`posviz.train.collectives` let go; a hang past ``limit`` s
+    ends the process loudly instead of forever.
 
-    Joining gloo's threads can hang when the other processes have already gone (pytorch/pytorch#75097; seen with
-    torch 2.2). Every process has then done its work and met the others, so what is left is only the teardown:
-    rather than wait forever, the process flushes its output and ends with exit status 0.
+    The cause of the one hang seen here (a gloo thread waiting for the GIL that the group's destructor holds) is
+    avoided by :mod:`posviz.train.collectives`. Any other (pytorch/pytorch#75097) may hold the GIL too, so the guard
+    is faulthandler's timer, a C thread that needs none: it prints every thread's stack to stderr and ends the
+    process with exit status 1. Not 0: the main process may have its output still to write.
     """
+    import faulthandler
+
     import torch.distributed as dist
 
-    done = threading.Event()
+    from posviz.train.collectives import release_held
 
-    def watchdog() -> None:
-        if not done.wait(limit):
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:  # noqa: BLE001 - a closed stream: nothing left to say
-                    pass
-            os._exit(0)
-
-    threading.Thread(target=watchdog, name="posviz-destroy-watchdog", daemon=True).start()
+    stream = sys.__stderr__  # the process's own stderr (a test runner may have swapped sys.stderr for a buffer)
+    guarded = stream is not None and _has_fileno(stream)
+    if guarded:
+        faulthandler.dump_traceback_later(limit, exit=True, file=stream)
     try:
         dist.destroy_process_group()
     finally:
-        done.set()
+        if guarded:
+            faulthandler.cancel_dump_traceback_later()
+    release_held()
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _outlast_main(code: int, limit: float = 120.0) -> None:
