@@ -93,13 +93,12 @@ def probe_plan(num_blocks: int, kept: np.ndarray, *, probe_blocks: int, probe_po
 class HiddenSums:
     """Float64 running sums of some layers' hidden states (created at the first batch, on its device)."""
 
-    def __init__(self, layers: Sequence[int], kept: np.ndarray, plan: dict[int, np.ndarray] | None = None,
-                 order: np.ndarray | None = None) -> None:
+    def __init__(self, layers: Sequence[int], kept: np.ndarray, plan: dict[int, np.ndarray], order: np.ndarray) -> None:
         self.layers = list(layers)
         self.kept = np.asarray(kept, dtype=np.int64)
         self.blocks = 0
-        self.plan = plan or {}
-        self.order = order  # global index of the block run at each step (None: run order)
+        self.plan = plan
+        self.order = order  # global index of the block run at each step (the sampled blocks run first)
         self.sample = ProbeSample(states={layer: [] for layer in self.layers})
         self._sums: dict[int, list[Any]] = {}
 
@@ -123,7 +122,7 @@ class HiddenSums:
 
     def block_index(self, step: int) -> int:
         """The global index of the block run at ``step``."""
-        return step if self.order is None else int(self.order[step])
+        return int(self.order[step])
 
     def note_sampled(self, first_block: int, size: int) -> None:
         """Record the sampled blocks of a batch (once per batch, after its layers)."""
@@ -213,7 +212,7 @@ def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kep
 
     planned = np.array(sorted(plan or {}), dtype=np.int64)
     order = np.concatenate([planned, np.setdiff1d(np.arange(len(blocks)), planned)])
-    sums = HiddenSums(layers, kept, plan, order=order)
+    sums = HiddenSums(layers, kept, plan, order)
     handed = False
 
     def forward(ids: Any) -> None:

@@ -234,7 +234,8 @@ def fit_jobs(jobs: list[ProbeJob]) -> tuple[dict[int, ProbeResult], list[str]]:
         except (EOFError, pickle.UnpicklingError):  # the second process died: fit its share here
             other, more = _fit_recording(theirs)
     os.waitpid(pid, 0)
-    return {**results, **other}, list(dict.fromkeys(messages + more))
+    merged = {**results, **other}
+    return {job.layer: merged[job.layer] for job in jobs}, list(dict.fromkeys(messages + more))  # in the jobs' order
 
 
 def main() -> None:
@@ -256,6 +257,7 @@ def main() -> None:
         pickle.dump(fit_jobs(jobs), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
         sys.stdout.buffer.flush()
     os._exit(0)  # skip tearing down scikit-learn, scipy and pandas
+
 
 if __name__ == "__main__":
     main()
