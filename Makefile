@@ -16,6 +16,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.posviz-installed
 STAMP_OLDEST := $(VENV_OLDEST)/.posviz-installed
 DEMO_MODEL ?= sentence-transformers/all-MiniLM-L6-v2
+# Where `make demo` writes (git ignores it): the demo never touches the shipped gallery under reports/, which only
+# `make gallery` remakes.
+DEMO_OUT ?= demo
 export MPLBACKEND ?= Agg
 
 .PHONY: setup setup-oldest demo gallery test test-newest test-oldest fuzz lint bench clean
@@ -37,12 +40,13 @@ setup: $(STAMP)
 
 setup-oldest: $(STAMP_OLDEST)
 
-## demo: the main job on the embedded default model (offline), outputs in reports/
+## demo: the main job on the embedded default model (offline), outputs in demo/ (DEMO_OUT; ignored by git)
 demo: export HF_HUB_OFFLINE ?= 1
 demo: setup
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
-		POSVIZ=$(BIN)/posviz PYPDFIUM2=$(BIN)/pypdfium2 DEMO_MODEL=$(DEMO_MODEL) scripts/minilm_demo.sh reports
-	cat reports/minilm-toeplitzness.txt
+		POSVIZ=$(BIN)/posviz PYPDFIUM2=$(BIN)/pypdfium2 DEMO_MODEL=$(DEMO_MODEL) scripts/minilm_demo.sh $(DEMO_OUT)
+	cat $(DEMO_OUT)/minilm-toeplitzness.txt
+	@echo "the demo's files are in $(DEMO_OUT)/ (the shipped copies under reports/ are made by make gallery)"
 
 ## gallery: remake every shipped file under reports/ that the suite's gallery check finds stale (quick ones directly,
 ## slow ones through their scripts, resuming from runs/gallery/), record them in reports/MANIFEST.json, and rewrite

@@ -9,6 +9,19 @@ SHA-256 of their bytes at that commit) and the SHA-256 of the file itself. A fil
 * a source file its recipe depends on differs from the recorded bytes, or one was added or removed (the code
   changed since the commit that made it, and the file was not remade after that change).
 
+**What is judged.** ``check`` and the suite judge what is *committed*: the manifest, the shipped files and the source
+files as they are at HEAD (exported by ``git archive`` into a scratch folder), never a file that a command of the
+user's rewrote in the work tree. A stale commit is still caught: on it, the committed files are what every fresh
+clone has. ``check --work-tree`` and ``make`` judge the work tree instead (``make`` must see what it just remade).
+
+**Floats in shipped text are compared, never hashed, across machines.** The same computation printed in full
+(17 significant digits) may differ in its last digit between machines (BLAS, FFT). Shipped JSON, CSV, TXT and
+Markdown keep full precision; a remade file is compared with the committed one number by number
+(:func:`numbers_agree`: relative tolerance ``REL_TOL`` = 1e-9, absolute ``ABS_TOL`` = 1e-12; in text, numbers
+printed short in one format, like a table's ``{:.4f}``, may also differ by one unit of their last digit, since two
+roundings of values 1e-15 apart can), words and integers exactly. The SHA-256 values of the manifest only say whether a committed file is the one its recipe
+recorded, on the machine that made both; they never compare a remake on another machine with the shipped file.
+
 Recipes are *quick* (the MiniLM demo and the tables built from committed run records: seconds; the suite remakes
 them and compares them with the committed files, tests/integration/test_gallery.py), *slow* (training runs and
 corpus passes: minutes to hours; checked by the dependency rule only) or *prose* (hand-written pages that quote
@@ -34,6 +47,7 @@ import datetime as dt
 import glob
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -114,20 +128,47 @@ def sha256(path: Path) -> str:
     return file_sha256(path)
 
 
-def expand(patterns: Sequence[str]) -> list[str]:
-    """Repository-relative paths matching ``patterns`` (files only, sorted, without the manifest itself).
+def expand(patterns: Sequence[str], root: Path = ROOT) -> list[str]:
+    """Repository-relative paths under ``root`` matching ``patterns`` (files only, sorted, without the manifest).
 
     In a git checkout only files that git tracks or would track count: a scratch folder that .gitignore
-    keeps out (``runs/``, a script's models) is neither a shipped file nor a dependency.
+    keeps out (``runs/``, ``demo/``, a script's models) is neither a shipped file nor a dependency. A committed
+    tree (:func:`committed_root`) holds tracked files only.
     """
     found: set[str] = set()
     for pattern in patterns:
-        for p in glob.glob(str(ROOT / pattern), recursive=True):
-            rel = Path(p).relative_to(ROOT).as_posix()
+        for p in glob.glob(str(root / pattern), recursive=True):
+            rel = Path(p).relative_to(root).as_posix()
             if Path(p).is_file() and rel != MANIFEST and "__pycache__" not in rel:
                 found.add(rel)
-    ignored = _ignored(found)
+    ignored = _ignored(found) if root == ROOT else set()
     return sorted(found - ignored)
+
+
+_COMMITTED: dict[str, Path] = {}
+
+
+def committed_root(rev: str = "HEAD") -> Path:
+    """The repository's files as committed at ``rev``, exported once per process into a scratch folder.
+
+    Outside a git checkout (an unpacked source archive) the work tree is all there is: ``ROOT``.
+    """
+    if not (ROOT / ".git").exists():
+        return ROOT
+    if rev not in _COMMITTED:
+        import atexit
+        import io
+        import shutil
+        import tarfile
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="posviz-gallery-committed-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        _COMMITTED[rev] = folder
+    return _COMMITTED[rev]
 
 
 def _ignored(paths: set[str]) -> set[str]:
@@ -388,8 +429,9 @@ BY_NAME = {r.name: r for r in RECIPES}
 # --- the manifest -------------------------------------------------------------------------------------------------
 
 
-def load_manifest() -> dict:
-    path = ROOT / MANIFEST
+def load_manifest(root: Path = ROOT) -> dict:
+    """The manifest under ``root`` (the work tree, or :func:`committed_root`)."""
+    path = root / MANIFEST
     if not path.is_file():
         return {"outputs": {}}
     return json.loads(path.read_text(encoding="utf-8"))
@@ -444,12 +486,16 @@ def entry_now(recipe: Recipe, **extra: object) -> dict:
     return entry
 
 
-def problems(manifest: dict) -> dict[str, list[str]]:
-    """Stale files by recipe: recipe name -> one line per reason (empty: the gallery is current)."""
+def problems(manifest: dict, root: Path = ROOT) -> dict[str, list[str]]:
+    """Stale files by recipe: recipe name -> one line per reason (empty: the gallery is current).
+
+    ``root`` holds the files judged: the work tree (``make``) or a commit's (:func:`committed_root`: ``check`` and
+    the suite, so that a file a user's command rewrote in the work tree is not judged).
+    """
     out: dict[str, list[str]] = {}
     entries = manifest.get("outputs", {})
-    claimed = {p for r in RECIPES for p in expand(r.files)}
-    unlisted = [p for p in expand([f"{REPORTS}/**/*"]) if p not in claimed]
+    claimed = {p for r in RECIPES for p in expand(r.files, root)}
+    unlisted = [p for p in expand([f"{REPORTS}/**/*"], root) if p not in claimed]
     if unlisted:
         out["(no recipe)"] = [f"{p} is in no recipe of scripts/gallery.py (add one, or delete the file)" for p in unlisted]
     for recipe in RECIPES:
@@ -460,18 +506,18 @@ def problems(manifest: dict) -> dict[str, list[str]]:
         else:
             made = entry["commit"][:10]
             files = entry.get("files", {})
-            for p in expand(recipe.files):
+            for p in expand(recipe.files, root):
                 if p not in files:
                     lines.append(f"{p} is not in {MANIFEST}")
-                elif sha256(ROOT / p) != files[p]:
+                elif sha256(root / p) != files[p]:
                     lines.append(f"{p} differs from the file recorded at {made} (remade or edited without updating the manifest)")
-            lines += [f"{p} is missing" for p in files if not (ROOT / p).is_file()]
+            lines += [f"{p} is missing" for p in files if not (root / p).is_file()]
             recorded = entry.get("depends_on", {})
-            now = expand(recipe.depends)
+            now = expand(recipe.depends, root)
             for p in now:
                 if p not in recorded:
                     lines.append(f"{p} was added since {made}, which made it")
-                elif sha256(ROOT / p) != recorded[p]:
+                elif sha256(root / p) != recorded[p]:
                     lines.append(f"{p} changed since {made}, which made it")
             lines += [f"{p} was removed since {made}, which made it" for p in recorded if p not in now]
         if lines:
@@ -497,7 +543,6 @@ def describe(stale: dict[str, list[str]], limit: int = 6) -> str:
 DOCS = ["README.md", "docs/*.md"]
 _CONSOLE = re.compile(r"```console\n(.*?)```", re.S)
 _ELISION = ("...", "…")
-_LONG_FLOAT = re.compile(r"-?\d+\.\d{11,}(?:e[-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -556,11 +601,93 @@ def run_console(command: str) -> str:
 
 
 def normal_lines(text: str) -> list[str]:
-    """Lines without trailing blanks, floats printed with 11+ decimals cut to 9 (their last bits vary with numpy's FFT)."""
-    lines = [_LONG_FLOAT.sub(lambda m: f"{float(m.group()):.9g}", line.rstrip()) for line in text.splitlines()]
+    """Lines without trailing blanks, and without the blank lines at the end."""
+    lines = [line.rstrip() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+# --- comparing shipped text across machines (the float policy of the module docstring) ----------------------------
+
+#: Two printed numbers agree when they differ by at most this, relative to the larger ...
+REL_TOL = 1e-9
+#: ... or by at most this (a value that is zero on one machine and 1e-17 on another)
+ABS_TOL = 1e-12
+_NUMBER = re.compile(r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _unit(token: str) -> tuple[float, int]:
+    """One unit of the last digit ``token`` prints, and its format (digits after the point, exponent or not);
+    unit 0 for a float printed in full (15 or more significant digits)."""
+    mantissa, e, exponent = token.lower().lstrip("+-").partition("e")
+    whole, _, decimals = mantissa.partition(".")
+    shape = (len(decimals), bool(e))
+    if len((whole + decimals).lstrip("0")) >= 15:
+        return 0.0, shape
+    return 10.0 ** (int(exponent or 0) - len(decimals)), shape
+
+
+def numbers_agree(a: str, b: str, *, rounded: bool = True) -> bool:
+    """Whether two printed numbers may be one computation's result on two machines.
+
+    Integers (no point, no exponent) must be equal. Other numbers agree within ``REL_TOL`` relative or ``ABS_TOL``
+    absolute. When ``rounded`` (text: a table's ``{:.4f}``) and both print the same number of decimals, short of full
+    precision, they may also differ by one unit of that last digit: ``0.4742`` and ``0.4743`` can both be
+    roundings of values within 1e-9 of each other; ``0.4742`` and ``0.4744`` cannot. JSON is written in full
+    (shortest round-trip), so its numbers are compared with ``rounded=False``.
+    """
+    if a == b:
+        return True
+    integers = not any(c in t for t in (a, b) for c in ".eE")
+    x, y = float(a), float(b)
+    if integers or math.isnan(x) or math.isnan(y):
+        return x == y
+    (unit_a, shape_a), (unit_b, shape_b) = _unit(a), _unit(b)
+    slack = unit_a if rounded and shape_a == shape_b and unit_a == unit_b else 0.0
+    return abs(x - y) <= max(REL_TOL * max(abs(x), abs(y)), ABS_TOL) + slack
+
+
+def lines_agree(a: str, b: str) -> bool:
+    """Whether two lines of text are the same words and the same numbers (:func:`numbers_agree`)."""
+    pa, pb = _NUMBER.split(a), _NUMBER.split(b)
+    if len(pa) != len(pb):
+        return False
+    # re.split with a group alternates text (even indices) and numbers (odd indices)
+    return all(x == y if i % 2 == 0 else numbers_agree(x, y) for i, (x, y) in enumerate(zip(pa, pb, strict=True)))
+
+
+def text_differs(remade: str, shipped: str) -> str | None:
+    """None when two texts agree line by line (:func:`lines_agree`); else the first difference."""
+    new, old = normal_lines(remade), normal_lines(shipped)
+    for i, (a, b) in enumerate(zip(new, old, strict=False)):
+        if not lines_agree(a, b):
+            return f"line {i + 1}: {a!r} != {b!r}"
+    return None if len(new) == len(old) else f"{len(new)} lines != {len(old)} lines"
+
+
+class _Printed(str):
+    """A JSON number as it was printed (json.loads' parse_float), so that its printed precision is known."""
+
+
+def json_differences(remade: str, shipped: str) -> list[str]:
+    """Differences between two JSON documents: numbers by :func:`numbers_agree`, everything else exactly."""
+    hook = {"parse_float": _Printed, "parse_int": _Printed, "parse_constant": _Printed}
+    return _json_diff(json.loads(remade, **hook), json.loads(shipped, **hook), "")
+
+
+def _json_diff(a: object, b: object, path: str) -> list[str]:
+    if isinstance(a, _Printed) and isinstance(b, _Printed):
+        return [] if numbers_agree(a, b, rounded=False) else [f"{path}: {a} != {b}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(a.keys() ^ b.keys())}"]
+        return [d for k in a for d in _json_diff(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _json_diff(x, y, f"{path}[{i}]")]
+    return [] if type(a) is type(b) and a == b else [f"{path}: {a!r} != {b!r}"]
 
 
 def console_differs(example: ConsoleExample, printed: str) -> str | None:
@@ -576,7 +703,7 @@ def console_differs(example: ConsoleExample, printed: str) -> str | None:
         shown = shown[:-1]
         now = now[: len(shown)]
     for i, (a, b) in enumerate(zip(shown, now, strict=False)):
-        if a != b:
+        if not lines_agree(a, b):
             return f"line {i + 2} shows\n    {a}\nbut posviz prints\n    {b}"
     if len(shown) != len(now):
         return f"the example shows {len(shown)} lines, posviz prints {len(now)}"
@@ -618,11 +745,13 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    stale = problems(load_manifest())
+    root = ROOT if args.work_tree else committed_root()
+    stale = problems(load_manifest(root), root)
+    where = "in the work tree" if root == ROOT else "as committed at HEAD"
     if stale:
-        print(describe(stale), file=sys.stderr)
+        print(f"{where}:\n" + describe(stale), file=sys.stderr)
         return 1
-    print(f"the gallery is current: {sum(len(expand(r.files)) for r in RECIPES)} files, {len(RECIPES)} recipes")
+    print(f"the gallery is current {where}: {sum(len(expand(r.files, root)) for r in RECIPES)} files, {len(RECIPES)} recipes")
     return 0
 
 
@@ -742,7 +871,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="list stale files; exit 1 if any").set_defaults(func=cmd_check)
+    c = sub.add_parser("check", help="list stale files as committed at HEAD; exit 1 if any")
+    c.add_argument("--work-tree", action="store_true", help="judge the work tree (what make would remake) instead of HEAD")
+    c.set_defaults(func=cmd_check)
     m = sub.add_parser("make", help="remake stale recipes (or the named ones) and record them")
     m.add_argument("names", nargs="*")
     m.add_argument("--allow-dirty", action="store_true", help="remake although a dependency has uncommitted changes")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The MiniLM demo outputs (`make demo`, and the gallery's quick outputs): every file into OUT (default reports).
+# The MiniLM demo outputs, one list of commands for both of their users: `make demo` writes them into demo/ (ignored
+# by git), the gallery's minilm-demo recipe into reports/ (scripts/gallery.py). Every file goes into OUT (default demo).
 # Runs offline on the all-MiniLM-L6-v2 weights that the dev extras install. POSVIZ is the posviz command to use
 # (default: posviz on PATH), PYPDFIUM2 the page renderer (default: pypdfium2 on PATH). SOURCE_DATE_EPOCH, when set, is the report's
 # date (the demo passes the last commit's time, so the PDF is the same bytes on every machine).
 set -euo pipefail
-out=${1:-reports}
+out=${1:-demo}
 posviz=${POSVIZ:-posviz}
 pdfium=${PYPDFIUM2:-pypdfium2}
 model=${DEMO_MODEL:-sentence-transformers/all-MiniLM-L6-v2}
