@@ -354,7 +354,7 @@ RECIPES: tuple[Recipe, ...] = (
             "reports/minilm-heads.json"],
            ["scripts/minilm_demo.sh", *READ, *TOEPLITZ, *HEADS, *PLOTS, *REPORT, "posviz/cli/heatmap.py",
             "posviz/cli/toeplitzness.py", "posviz/cli/heads.py", "posviz/cli/report.py", "posviz/cli/tables.py"],
-           "make demo (or: scripts/gallery.py make minilm-demo)",
+           "scripts/gallery.py make minilm-demo (the commands of make demo, into reports/)",
            make=lambda work: make_minilm_demo(ROOT / REPORTS, _head_epoch()), inputs=minilm_inputs),
     Recipe("minilm-hidden", "slow", ["reports/minilm-hidden.*"],
            ["posviz/cli/hidden.py", *OBSERVE_HIDDEN, *READ, *TOEPLITZ, "posviz/plots/hidden.py", "posviz/plots/common.py"],
