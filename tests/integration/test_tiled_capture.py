@@ -1,0 +1,120 @@
+"""Tiled statistics captured from real Hugging Face models running SDPA, against their eager attention maps.
+
+Each tiny model (random weights, ``save_pretrained``-free: built from its config) runs twice on the same blocks:
+with ``attn_implementation="eager"`` and ``output_attentions=True``, whose maps the dense statistics of
+``posviz attention`` score, and inside :class:`~posviz.observe.tiled.capture.TiledCapture`, where the model keeps
+SDPA and posviz sees only the queries and keys. The statistics agree to 1e-5 and the model's outputs are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+from posviz.observe.statistics import LayerSums  # noqa: E402
+from posviz.observe.statistics import layer_statistics as dense_statistics  # noqa: E402
+from posviz.observe.tiled import layer_statistics  # noqa: E402
+from posviz.observe.tiled.capture import NotCapturable, TiledCapture, _interfaces  # noqa: E402
+
+
+def _capturable() -> bool:
+    try:
+        _interfaces()
+    except NotCapturable:
+        return False
+    return True
+
+
+needs_interface = pytest.mark.skipif(not _capturable(), reason=f"transformers {transformers.__version__} has no AttentionInterface")
+
+
+def _llama(**extra):
+    return transformers.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=8,
+                                    num_key_value_heads=2, max_position_embeddings=128, **extra)
+
+
+MODELS = {
+    "llama-gqa-rope-linear": lambda: transformers.LlamaForCausalLM(_llama(rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    "llama-rope-yarn": lambda: transformers.LlamaForCausalLM(_llama(rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                                                  "original_max_position_embeddings": 32})),
+    "mistral-sliding-window": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        sliding_window=16)),
+    "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=128)),
+    "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                                                          num_attention_heads=4, intermediate_size=64)),
+}
+
+
+def _dense_reference(model, ids):
+    """Per layer, the eager attention maps in float64."""
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        out = model(ids, output_attentions=True)
+    model.set_attn_implementation("sdpa")
+    return [a.double() for a in out.attentions]
+
+
+@needs_interface
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_captured_statistics_equal_those_of_the_eager_maps(name):
+    torch.manual_seed(0)
+    model = MODELS[name]().eval()
+    model.set_attn_implementation("sdpa")
+    ids = torch.randint(0, 64, (3, 40), generator=torch.Generator().manual_seed(1))
+    maps = _dense_reference(model, ids)
+    with torch.no_grad():
+        plain = model(ids).logits
+        with TiledCapture(model, tile=16) as capture:
+            captured = model(ids).logits
+    assert model.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(captured, plain, rtol=0, atol=0)
+    assert sorted(capture.sums) == list(range(len(maps)))
+    for layer, a in enumerate(maps):
+        support = capture.supports[layer]
+        st = layer_statistics(capture.sums[layer], support)
+        mask = torch.as_tensor(support.dense())
+        assert bool((a.sum(0)[:, ~mask] == 0).all()), "the captured support holds every key the eager maps attend to"
+        if support.window is None:
+            ref = dense_statistics(LayerSums(a.shape[0], a.sum(0).numpy(), (a * a).sum((0, 3)).numpy(),
+                                             (a.sum(-1) ** 2).sum(0).numpy()), support.causal)
+            for field in ("toeplitzness", "toeplitzness_offdiag", "null_mean", "positional_share", "positional_share_null",
+                          "sink_mass"):
+                np.testing.assert_allclose(getattr(st, field), getattr(ref, field), atol=1e-5, err_msg=f"{name} layer {layer} {field}")
+        entropy = -(a * torch.log(a.clamp_min(1e-300))).sum(-1).mean(0)
+        np.testing.assert_allclose(st.entropy, entropy[:, 1:].mean(-1).numpy(), atol=1e-5)
+        np.testing.assert_allclose(st.max_weight, a.amax(-1).mean(0)[:, 1:].mean(-1).numpy(), atol=1e-5)
+        np.testing.assert_allclose(st.received, (a.sum((0, 2)) / (a.shape[0] * mask.sum(0))).numpy(), atol=1e-5)
+    expected = {"mistral-sliding-window": (True, 16), "bert": (False, None)}.get(name, (True, None))
+    assert (capture.supports[0].causal, capture.supports[0].window) == expected
+
+
+@needs_interface
+def test_only_the_chosen_layers_are_kept_and_every_call_is_counted():
+    model = MODELS["llama-gqa-rope-linear"]().eval()
+    ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad(), TiledCapture(model, layers=[1], tile=8) as capture:
+        model(ids)
+        model(ids)
+    assert sorted(capture.sums) == [1] and capture.sums[1].blocks == 4 and capture.calls == 4
+
+
+@needs_interface
+def test_a_padded_batch_is_refused_with_its_reason():
+    model = MODELS["llama-gqa-rope-linear"]().eval()
+    ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(3))
+    padding = torch.ones_like(ids)
+    padding[0, :5] = 0
+    with torch.no_grad(), TiledCapture(model) as capture, pytest.raises(NotCapturable, match="padded"):
+        model(ids, attention_mask=padding)
+    assert capture.sums == {} and model.config._attn_implementation == "sdpa"
+
+
+def test_a_model_outside_the_attention_interface_is_not_capturable():
+    class Plain(torch.nn.Module):
+        config = None
+
+    with pytest.raises(NotCapturable):
+        TiledCapture(Plain()).__enter__()
