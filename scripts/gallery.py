@@ -72,7 +72,7 @@ REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/r
 OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/lengths.py", "posviz/observe/loading.py",
                "posviz/observe/runner.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
-                     "posviz/observe/api.py", "posviz/observe/rope_bands.py"]
+                     "posviz/observe/api.py", "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
 OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_statistics.py",
                   "posviz/observe/hidden_sums.py", "posviz/observe/probe.py",
                   "posviz/observe/probe_worker.py"]

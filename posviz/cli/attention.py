@@ -53,15 +53,23 @@ def command(
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the records on stdout.")] = OutputFormat.table,
     profiles: Annotated[bool, typer.Option("--profiles", help="Include each head's offset profile in JSON/CSV output.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+    exact_maps: Annotated[bool, typer.Option("--exact-maps", help="Sum every chosen layer's whole eager attention maps (memory grows with n²) instead of computing the statistics in tiles while the model keeps its fast attention.")] = False,
+    tile: Annotated[int, typer.Option("--tile", min=1, help="Queries and keys per tile of the tiled statistics.")] = 256,
+    map_size: Annotated[int, typer.Option("--map-size", min=2, help="Each head's mean map is kept exactly up to this many positions, block-averaged beyond (its Toeplitzness then scores the block average).")] = 512,
+    sink_eps: Annotated[float, typer.Option("--sink-eps", min=0.0, max=0.999, help="A head is a sink when its mean attention to position 0 exceeds this (Gu et al., 2025).")] = 0.3,
 ) -> None:
     """Attention the model produces on text: per head, Toeplitzness of the mean attention, offset profile, positional share.
 
-    Runs the model (eager attention) over blocks of the corpus and, for every head
-    of the chosen layers, reports the Toeplitzness of its mean attention (off-diagonal
-    and full, each with a row-shuffle null), the offset k = j - i of the largest mean
-    attention, the positional share (how much of each block's attention the offset
-    profile alone explains) and the attention to position 0. Causal models are
-    scored over j <= i only. Any architecture AutoModel loads, NoPE included.
+    Runs the model over blocks of the corpus and, for every head of the chosen layers,
+    reports the Toeplitzness of its mean attention (off-diagonal and full, each with a
+    row-shuffle null), the offset k = j - i of the largest mean attention, the positional
+    share (how much of each block's attention the offset profile alone explains) and the
+    attention to position 0. Causal models are scored over j <= i only. Any architecture
+    AutoModel loads, NoPE included. The model keeps its own fast attention: posviz computes
+    the statistics in tiles from the queries and keys it forms (memory linear in the
+    length; also the sink rate, the attention each position receives and the span holding
+    50 %/90 % of each query's attention); where those cannot be captured, and with
+    --exact-maps, it sums the eager attention maps.
 
     Example: posviz attention bert-base-uncased --seq-len 128 --layers all -o bert.json
     """
@@ -73,7 +81,8 @@ def command(
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
     result = attention(model, corpus=corpus, seq_len=seq_len, layers=layers, batch_size=batch_size,
                        max_blocks=max_blocks or None, device=device.value, device_map=device_map,
-                       tokenizer=tokenizer, show_progress=True)
+                       tokenizer=tokenizer, show_progress=True, exact_maps=exact_maps, tile=tile, map_size=map_size,
+                       sink_eps=sink_eps)
     rows = result.records(profiles=profiles)
 
     def render(kind: str) -> str:

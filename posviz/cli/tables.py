@@ -200,16 +200,23 @@ def attention_table(rows: list[dict[str, Any]], *, conventions: str) -> str:
     from rich.table import Table
 
     t = Table(show_edge=False, header_style="bold")
-    for col in ("layer", "head", "R² off-diag", "null", "R² full", "null", "pos. share", "null", "peak k", "sink"):
+    spans = bool(rows) and "span90" in rows[0]  # the tiled path's long-context statistics
+    for col in ("layer", "head", "R² off-diag", "null", "R² full", "null", "pos. share", "null", "peak k", "sink",
+                *(("span50", "span90") if spans else ())):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(str(r["layer"]), str(r["head"]), *[score(r[k], negative_zero=True) for k in (
             "toeplitzness_offdiag", "null_mean_offdiag", "toeplitzness", "null_mean", "positional_share", "positional_share_null")],
-            str(r["profile_peak"]), f"{r['sink_mass']:.3f}")
+            str(r["profile_peak"]), f"{r['sink_mass']:.3f}", *((f"{r['span50']:.1f}", f"{r['span90']:.1f}") if spans else ()))
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(t)
+    extra = ""
+    if spans:
+        rates = {r["layer"]: r["sink_rate"] for r in rows}
+        extra = (f" span50/span90: mean distance |j - i| holding 50 %/90 % of a query's attention; sink rate (heads with "
+                 f"sink > {rows[0]['sink_rate_eps']:g}): " + ", ".join(f"layer {k} {v:.0%}" for k, v in rates.items()) + ".")
     console.print(f"Toeplitzness of the mean attention over blocks; positional share: R² of every block's attention "
-                  f"explained by the offset profile. {conventions}.", soft_wrap=False)
+                  f"explained by the offset profile.{extra} {conventions}.", soft_wrap=False)
     return _export(console)
 
 

@@ -57,7 +57,7 @@ def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=
     """
     stats = result.stats[layer]
     stack = PositionalScores.from_dense(result.means[layer])
-    h, n = stack.heads, stack.n
+    h, n = stack.heads, result.seq_len  # the map may be block-averaged (tiled path, long blocks): n is the positions
     options = HeadMapOptions(causal=result.causal, max_pixels=max_pixels, value_label="mean attention")
     ncols = h if h <= 4 else min(8, math.ceil(math.sqrt(h)))
     nrows = math.ceil(h / ncols)

@@ -115,7 +115,8 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
         budget = text_budget(tokenizer, load_corpus([str(corpus)]), L, 3)
         ids = length_blocks(budget, L, objective="masked", mask_id=tokenizer.mask_token_id).inputs
     maps = [a.double().numpy() for a in _forward(models[kind], ids).attentions]  # layers of (B, H, n, n)
-    same = posviz.attention(str(models[kind]), token_blocks=ids, layers="all")
+    same = posviz.attention(str(models[kind]), token_blocks=ids, layers="all", exact_maps=True)  # the eager path, to the bit
+    tiled = posviz.attention(str(models[kind]), token_blocks=ids, layers="all")  # the default: tiles, to 1e-5
     causal = kind == "gpt2"
     keys = np.arange(2, L + 1) if causal else np.full(L - 1, L)
     by = {(h["layer"], h["head"]): h for h in rec["heads"]}
@@ -135,6 +136,8 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
             assert got["sink_mass"] == pytest.approx(want_sink[h], rel=1e-5)
             assert got["positional_share"] == pytest.approx(float(same.stats[layer].positional_share[h]), abs=1e-9)
             assert got["toeplitzness_offdiag"] == pytest.approx(float(same.stats[layer].toeplitzness_offdiag[h]), abs=1e-9)
+            for name in ("positional_share", "toeplitzness_offdiag", "sink_mass", "entropy", "max_weight")[: 5 if tiled.tiled else 3]:
+                assert float(getattr(tiled.stats[layer], name)[h]) == pytest.approx(got[name], abs=1e-5), name
         np.testing.assert_allclose(run.heads[layer].entropy_by_query, ent.mean(axis=0), rtol=1e-5, atol=1e-7)
 
 

@@ -59,6 +59,20 @@ class TiledHeadAttention:
     span50_quantiles: np.ndarray  # (heads, 3): 10 %, 50 %, 90 %
     span90_quantiles: np.ndarray
 
+    @property
+    def excess(self) -> np.ndarray:
+        """``(R^2 - null) / (1 - null)``, full variant."""
+        from posviz.observe.statistics import _excess
+
+        return _excess(self.toeplitzness, self.null_mean)
+
+    @property
+    def excess_offdiag(self) -> np.ndarray:
+        """``(R^2 - null) / (1 - null)``, off-diagonal variant."""
+        from posviz.observe.statistics import _excess
+
+        return _excess(self.toeplitzness_offdiag, self.null_mean_offdiag)
+
     def sink_rate(self, eps: float = SINK_EPSILON) -> float:
         """The share of this layer's heads whose sink mass exceeds ``eps``."""
         return float(np.mean(self.sink_mass > eps))
@@ -156,13 +170,7 @@ def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int)
     if exact:
         mask, mean = support.dense(), grid / b
     else:  # each cell: the mean of the support entries of its block of positions
-        block = (np.arange(n) * m) // n
-        dense_counts = np.zeros((m, m))
-        slab = max(1, 2**20 // n)  # the support counted a slab of rows at a time: at most 2**20 entries at once
-        for i0 in range(0, n, slab):
-            tile = support.tile(i0, min(n, i0 + slab), 0, n).astype(float)
-            cols = np.add.reduceat(tile, np.searchsorted(block, np.arange(m)), axis=1)
-            np.add.at(dense_counts, block[i0 : i0 + tile.shape[0]], cols)
+        dense_counts = support.block_counts(m)
         mask = dense_counts > 0
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(mask, grid / (b * np.maximum(dense_counts, 1.0)), 0.0)

@@ -93,6 +93,21 @@ class Support:
         """The number of entries in the support."""
         return int(self.keys_seen().sum())
 
+    def block_counts(self, m: int) -> np.ndarray:
+        """``(m, m)``: the support entries in each cell of an ``m x m`` grid of position blocks (``i`` in block ``i * m // n``).
+
+        Counted a slab of rows at a time (at most 2**20 entries at once), so any ``n`` fits.
+        """
+        n = self.n
+        block = (np.arange(n) * m) // n
+        starts = np.searchsorted(block, np.arange(m))
+        counts = np.zeros((m, m))
+        slab = max(1, 2**20 // n)
+        for i0 in range(0, n, slab):
+            rows = self.tile(i0, min(n, i0 + slab), 0, n).astype(float)
+            np.add.at(counts, block[i0 : i0 + rows.shape[0]], np.add.reduceat(rows, starts, axis=1))
+        return counts
+
     def dense(self) -> np.ndarray:
         """``(n, n)`` bool: the whole mask (for tests and for maps small enough to hold)."""
         return self.tile(0, self.n, 0, self.n)

@@ -1,0 +1,76 @@
+"""Run a model over token blocks with its own fast attention and keep tiled statistics of the chosen layers.
+
+:func:`tiled_statistics` is the long-context path of ``posviz attention``: the model keeps SDPA (or flash
+attention), :class:`~posviz.observe.tiled.capture.TiledCapture` sees each chosen layer's queries and keys, and
+the statistics come from O(n) sums per head. :func:`can_capture` says beforehand whether this transformers can
+route attention through posviz at all (older releases: the eager path, with one warning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from posviz.observe.tiled.capture import NotCapturable, TiledCapture, _interfaces
+from posviz.observe.tiled.statistics import TiledHeadAttention, layer_statistics
+from posviz.observe.tiled.support import Support
+
+
+def can_capture() -> str | None:
+    """None when the installed transformers has an attention interface to capture from; else why not."""
+    try:
+        _interfaces()
+    except NotCapturable as e:
+        return str(e)
+    return None
+
+
+def is_posviz_model(model: Any) -> bool:
+    """Whether ``model`` was built by posviz (its attention modules expose their probabilities to posviz directly)."""
+    return type(model).__module__.startswith("posviz.")
+
+
+@dataclass(frozen=True)
+class TiledRun:
+    """What :func:`tiled_statistics` returns: per chosen layer, its statistics, support and mean map."""
+
+    stats: dict[int, TiledHeadAttention]
+    supports: dict[int, Support]
+    maps: dict[int, np.ndarray]  # per layer, (heads, m, m): the mean attention, block-averaged when m < n
+    blocks: int
+
+
+def tiled_statistics(model: Any, ids: np.ndarray, layers: Sequence[int], *, batch_size: int, tile: int, map_size: int,
+                     progress: Callable[[int], None] | None = None) -> TiledRun:
+    """Run ``model`` over ``ids`` and score every head of ``layers`` from its queries and keys, tile by tile.
+
+    Raises
+    ------
+    NotCapturable
+        The model's attention cannot be captured (the caller falls back to eager maps).
+    """
+    from posviz.observe.accumulate import _takes_use_cache
+    from posviz.observe.runner import run_batches
+
+    kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
+    with TiledCapture(model, layers, tile=tile, map_size=map_size) as capture:
+        blocks = run_batches(model, ids, batch_size, lambda x: model(x, **kwargs), progress=progress)
+    missing = [layer for layer in layers if layer not in capture.sums]
+    if missing:
+        raise NotCapturable(f"layers {missing} never reached the attention interface")
+    stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in layers}
+    return TiledRun(stats=stats, supports=dict(capture.supports), maps={layer: _mean_map(capture, layer) for layer in layers},
+                    blocks=blocks)
+
+
+def _mean_map(capture: TiledCapture, layer: int) -> np.ndarray:
+    """The layer's mean attention: exact, or each cell the mean over the support entries of its block of positions."""
+    sums, support = capture.sums[layer], capture.supports[layer]
+    grid = sums.map.detach().cpu().numpy() / sums.blocks
+    if sums.exact_map:
+        return grid
+    counts = support.block_counts(grid.shape[-1])
+    return np.where(counts > 0, grid / np.maximum(counts, 1.0), 0.0)

@@ -1,0 +1,114 @@
+"""``posviz attention``'s default tiled path on real tiny models: equal to ``--exact-maps``, bounded memory, bad input.
+
+The tiled path needs transformers' AttentionInterface (transformers 5); under an older transformers every model takes
+the eager path (without a warning: nothing changed there), which the last tests check instead.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from posviz.cli.app import app
+from posviz.errors import OptionError
+from posviz.observe.api import attention
+from posviz.observe.tiled.run import can_capture
+from tests.checkpoint_factory import save_tiny_model as _save
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TILED = can_capture() is None
+needs_interface = pytest.mark.skipif(not TILED, reason=f"no attention interface in this transformers: {can_capture()}")
+SAME = ("toeplitzness", "toeplitzness_offdiag", "null_mean", "null_mean_offdiag", "positional_share", "positional_share_null",
+        "sink_mass", "profile_at_peak")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory, tokenizer) -> Path:
+    """A tiny RoPE LLaMA with grouped-query attention and linear RoPE scaling, and a word-level tokenizer."""
+    return _save("llama", tmp_path_factory.mktemp("llama"), tokenizer=tokenizer, vocab_size=len(tokenizer), num_key_value_heads=2,
+                 max_position_embeddings=8192, rope_scaling={"rope_type": "linear", "factor": 2.0})
+
+
+def _json(args: list[str]) -> list[dict]:
+    r = CliRunner().invoke(app, ["attention", *args, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@needs_interface
+def test_the_tiled_default_equals_the_exact_maps_to_1e_5(llama, corpus):
+    common = [str(llama), "--corpus", str(corpus), "--seq-len", "512", "--max-blocks", "2", "--layers", "all", "--batch-size", "1"]
+    tiled, exact = _json(common), _json([*common, "--exact-maps"])
+    assert len(tiled) == len(exact) == 8
+    for t, e in zip(tiled, exact, strict=True):
+        assert (t["layer"], t["head"], t["profile_peak"]) == (e["layer"], e["head"], e["profile_peak"])
+        for name in SAME:
+            assert t[name] == pytest.approx(e[name], abs=1e-5), name
+        assert "span90" not in e and t["map_exact"] is True and t["sink_rate_eps"] == 0.3
+        assert 0 <= t["span50"] <= t["span90"] <= 511 and len(t["received_by_position"]) == 256
+        assert sum(t["distance_mass"]) == pytest.approx(1.0)
+
+
+@needs_interface
+def test_the_tiled_path_keeps_memory_bounded_where_eager_maps_would_not(llama, tmp_path):
+    """4096 positions: one layer's eager maps and float64 sum alone would be 4 x 4096² x 12 B = 0.8 GB."""
+    script = (
+        "import resource, sys, numpy as np, posviz; "
+        f"r = posviz.attention({str(llama)!r}, token_blocks=np.random.default_rng(0).integers(1, 60, (1, 4096)), batch_size=1); "
+        "print(r.method, r.means[0].shape[-1], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
+    method, side, peak_kb = out[0], int(out[1]), int(out[2])
+    assert method == "tiled" and side == 512
+    assert peak_kb < 700_000, f"peak RSS {peak_kb / 1e6:.2f} GB"
+
+
+@needs_interface
+def test_beyond_the_map_size_the_conventions_say_so_and_the_figure_spans_every_position(llama, corpus, tmp_path):
+    r = attention(str(llama), corpus=str(corpus), seq_len=96, max_blocks=2, map_size=32, layers="1")
+    assert r.tiled and r.means[1].shape == (4, 32, 32) and not r.stats[1].map_exact
+    assert "on the 32 x 32 block-averaged mean map" in r.conventions
+    from posviz.plots.attention import plot_attention_layer
+
+    fig = plot_attention_layer(r, 1)
+    assert "96 positions" in fig.get_suptitle()
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [("--tile", "0", "--tile"), ("--map-size", "1", "--map-size"),
+                                                         ("--sink-eps", "1.5", "--sink-eps")])
+def test_bad_tiling_options_exit_2(llama, corpus, tmp_path, option, value, says):
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["attention", str(llama), "--corpus", str(corpus), option, value, "-o", str(out)])
+    assert r.exit_code == 2 and says in r.output and not out.exists()
+
+
+@pytest.mark.parametrize("kwargs", [{"tile": 0}, {"tile": 2.5}, {"map_size": 1}, {"sink_eps": -0.1}])
+def test_the_python_api_refuses_bad_tiling_before_loading(kwargs):
+    with pytest.raises(OptionError):
+        attention("no/such-model", **kwargs)
+
+
+def test_an_architecture_outside_the_interface_warns_once_and_runs_eager(tmp_path, corpus, tokenizer):
+    bloom = _save("bloom", tmp_path / "bloom", tokenizer=tokenizer, vocab_size=len(tokenizer))
+    r = CliRunner().invoke(app, ["attention", str(bloom), "--corpus", str(corpus), "--seq-len", "16", "--max-blocks", "2",
+                                 "--format", "json"])
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    if TILED:
+        assert len(warnings) == 1 and "BloomModel" in warnings[0] and "falling back to eager attention maps" in warnings[0]
+    else:  # an older transformers: eager for every model, as before the tiled path, without a warning
+        assert warnings == []
+    assert "span90" not in json.loads(r.stdout)[0]
+
+
+def test_a_length_eager_maps_cannot_hold_exits_2_naming_the_architecture(tmp_path):
+    bloom = _save("bloom", tmp_path / "bloom")
+    ids = np.ones((1, 400_000), dtype=np.int64)  # ALiBi has no table: only memory stops it
+    with pytest.raises(OptionError, match=r"BloomModel .*eager attention maps of 400000 positions need about \d+ GiB"):
+        attention(str(bloom), token_blocks=ids, batch_size=1)
