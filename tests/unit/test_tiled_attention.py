@@ -22,9 +22,9 @@ def _inputs(n: int, causal: bool, window: int | None, *, heads: int = 4, kv: int
     """Random inputs (grouped-query heads, a dense additive bias) and the dense float64 attention they give."""
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(batch, heads, n, 8, generator=g), torch.randn(batch, kv, n, 8, generator=g)
-    extra = torch.randn(heads, n, n, generator=g, dtype=torch.float64) * 0.7 if bias else None
+    extra = torch.randn(batch, heads, n, n, generator=g, dtype=torch.float64) * 0.7 if bias else None  # one per block
     support = Support(n, causal, window)
-    inputs = AttentionInputs(q, k, 0.4, support, bias=(lambda b, i0, i1, j0, j1: extra[:, i0:i1, j0:j1]) if bias else None,
+    inputs = AttentionInputs(q, k, 0.4, support, bias=(lambda b, i0, i1, j0, j1: extra[b, :, i0:i1, j0:j1]) if bias else None,
                              softcap=softcap)
     s = (q.double() @ k.repeat_interleave(heads // kv, dim=1).double().transpose(-1, -2)) * 0.4
     if softcap is not None:
@@ -43,15 +43,15 @@ def _spans(a: torch.Tensor, target: float) -> np.ndarray:
     return (within < target - 1e-12).sum(-1)[:, :, 1:].double().mean(dim=(0, 2)).numpy()
 
 
-@pytest.mark.parametrize(("causal", "window", "tile", "softcap"), [
-    (False, None, 16, None), (True, None, 16, None), (True, None, 7, 5.0), (False, None, 64, None),
-    (True, 9, 16, None), (False, 9, 5, None), (True, 60, 16, None),
+@pytest.mark.parametrize(("causal", "window", "tile", "softcap", "together"), [
+    (False, None, 16, None, 1), (True, None, 16, None, 2), (True, None, 7, 5.0, 1), (False, None, 64, None, 2),
+    (True, 9, 16, None, 2), (False, 9, 5, None, 1), (True, 60, 16, None, 1),
 ])
-def test_tiles_give_the_statistics_of_the_dense_maps(causal, window, tile, softcap):
+def test_tiles_give_the_statistics_of_the_dense_maps(causal, window, tile, softcap, together):
     n = 50  # below 64: every distance has a bin of its own, so the spans are exact too
-    inputs, a = _inputs(n, causal, window, softcap=softcap)
+    inputs, a = _inputs(n, causal, window, softcap=softcap)  # two blocks, each its own bias: one tile or two
     support = inputs.support
-    st = layer_statistics(accumulate(inputs, tile=tile), support)
+    st = layer_statistics(accumulate(inputs, tile=tile, blocks_per_tile=together), support)
     mask = torch.as_tensor(support.dense())
     blocks = a.shape[0]
     if window is None:  # the dense statistics of posviz attention know the two plain supports
@@ -113,7 +113,7 @@ def test_beyond_the_map_size_toeplitzness_scores_the_block_averaged_map(causal):
 
 def test_sums_of_two_processes_merge_into_the_sums_of_all_blocks():
     inputs, _ = _inputs(40, True, None, batch=4, seed=7)
-    both = accumulate(inputs, tile=16)
+    both = accumulate(inputs, tile=16, blocks_per_tile=3)  # a chunk of 3 blocks and one of 1
     half = [accumulate(AttentionInputs(inputs.query[s], inputs.key[s], inputs.scale, inputs.support,
                                        bias=lambda b, i0, i1, j0, j1, s=s: inputs.bias(b + s.start, i0, i1, j0, j1)), tile=16)
             for s in (slice(0, 2), slice(2, 4))]

@@ -1,0 +1,168 @@
+"""Benchmark 16: attention statistics at long context, tiled (the default of ``posviz attention``) against a plain forward.
+
+A LLaMA-shaped model with random weights (the tiny one of issue 41: 4 layers, 8 heads, 2 key-value heads, RoPE,
+128 wide; or ``--shape llama-3.2-1b``: 16 layers, 32 heads, 8 key-value heads, 2048 wide, llama3 RoPE scaling)
+runs one block of ``n`` random tokens three ways, each in a fresh process so that peaks do not mix:
+
+* ``plain``: the model's own SDPA forward, nothing captured;
+* ``tiled``: the same forward inside :class:`~posviz.observe.tiled.capture.TiledCapture` (the chosen layers'
+  statistics in tiles), then the statistics themselves;
+* ``eager``: ``output_attentions=True`` with eager attention, what ``--exact-maps`` and every tool without tiles
+  need; only where its maps fit (``--eager-max``).
+
+Each row gives wall time and peak memory (CPU: the process's peak RSS; CUDA: ``torch.cuda.max_memory_allocated``)
+and the ratio of tiled to plain. ``--check`` first compares tiled statistics with the eager maps at n = 512 on the
+chosen device (1e-5).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_long_context.py --sizes 2048 8192                  # CPU, tiny model
+    python3 benchmarks/bench_long_context.py --device cuda --sizes 2048 8192 32768 --check
+    python3 benchmarks/bench_long_context.py --device cuda --shape llama-3.2-1b --dtype bfloat16 --sizes 32768 --layers 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {
+    "tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                 vocab_size=1000),
+    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                         vocab_size=128256, rope_theta=500000.0, tie_word_embeddings=True,
+                         rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                       "original_max_position_embeddings": 8192}),
+}
+
+
+def build(shape: str, n: int, device: str, dtype: str):
+    import torch
+    import transformers
+
+    cfg = transformers.LlamaConfig(max_position_embeddings=max(n, 131072 if shape != "tiny" else n), **SHAPES[shape])
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = transformers.LlamaModel(cfg).to(getattr(torch, dtype)).eval()
+    model.set_attn_implementation("sdpa")
+    return model
+
+
+def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, tile: int) -> dict:
+    """Run one mode in this process; its time and peak."""
+    import resource
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from posviz.observe.tiled.capture import TiledCapture
+    from posviz.observe.tiled.statistics import layer_statistics
+
+    model = build(shape, n, device, dtype)
+    ids = torch.randint(0, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)).to(device)
+    chosen = list(range(model.config.num_hidden_layers)) if layers == "all" else [int(x) for x in layers.split(",")]
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    with torch.no_grad():
+        model(ids[:, :64])  # warm-up (kernels, allocator)
+        sync()
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        if mode == "plain":
+            model(ids, use_cache=False)
+        elif mode == "tiled":
+            with TiledCapture(model, chosen, tile=tile) as capture:
+                model(ids, use_cache=False)
+            stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen}
+            assert all(s.entropy.shape == (model.config.num_attention_heads,) for s in stats.values())
+        else:
+            model.set_attn_implementation("eager")
+            out = model(ids, use_cache=False, output_attentions=True)
+            assert len(out.attentions) == model.config.num_hidden_layers
+        sync()
+        wall = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak}
+
+
+def check(device: str, dtype: str) -> str:
+    """Tiled statistics against eager maps at n = 512 on ``device``: the largest difference of any statistic."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from posviz.observe.statistics import LayerSums
+    from posviz.observe.statistics import layer_statistics as dense
+    from posviz.observe.tiled.capture import TiledCapture
+    from posviz.observe.tiled.statistics import layer_statistics
+
+    model = build("tiny", 512, device, dtype)
+    ids = torch.randint(0, 1000, (2, 512), generator=torch.Generator().manual_seed(2)).to(device)
+    with torch.no_grad():
+        with TiledCapture(model, tile=128) as capture:
+            model(ids, use_cache=False)
+        model.set_attn_implementation("eager")
+        maps = [a.double().cpu() for a in model(ids, use_cache=False, output_attentions=True).attentions]
+    worst = 0.0
+    for layer, a in enumerate(maps):
+        st = layer_statistics(capture.sums[layer], capture.supports[layer])
+        ref = dense(LayerSums(2, a.sum(0).numpy(), (a * a).sum((0, 3)).numpy(), (a.sum(-1) ** 2).sum(0).numpy()), True)
+        for name in ("toeplitzness_offdiag", "toeplitzness", "null_mean", "positional_share", "positional_share_null", "sink_mass"):
+            worst = max(worst, float(np.max(np.abs(getattr(st, name) - getattr(ref, name)))))
+        entropy = -(a * torch.log(a.clamp_min(1e-300))).sum(-1).mean(0)[:, 1:].mean(-1).numpy()
+        worst = max(worst, float(np.max(np.abs(st.entropy - entropy))))
+    return f"check on {device} ({dtype}), n = 512, 2 blocks, 4 layers: largest difference tiled - eager = {worst:.2e}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2048, 8192])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    ap.add_argument("--layers", default="all", help="layers captured: 'all' or a list like 0,3")
+    ap.add_argument("--tile", type=int, default=256)
+    ap.add_argument("--eager-max", type=int, default=4096, help="largest n at which the eager mode runs")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--one", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(args.one[0], args.shape, int(args.one[1]), args.device, args.dtype, args.layers, args.tile)))
+        return 0
+    if args.check:
+        print(check(args.device, args.dtype), flush=True)
+    print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}\n")
+    print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        row = {}
+        for mode in ("plain", "tiled", "eager"):
+            if mode == "eager" and n > args.eager_max:
+                continue
+            cmd = [sys.executable, __file__, "--one", mode, str(n), "--device", args.device, "--dtype", args.dtype, "--shape", args.shape,
+                   "--layers", args.layers, "--tile", str(args.tile)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                row[mode] = None
+                print(f"({mode} at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
+                continue
+            row[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+        cell = {m: (f"{v['wall_s']:.2f}", f"{v['peak_bytes'] / 2**30:.2f}") if v else ("n/a", "n/a") for m, v in row.items()}
+        eager = cell.get("eager", ("not run", "not run"))
+        ratio = f"{row['tiled']['wall_s'] / row['plain']['wall_s']:.1f}" if row.get("tiled") and row.get("plain") else "n/a"
+        print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {cell['tiled'][1]} | {ratio} | {eager[0]} | {eager[1]} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
