@@ -2,8 +2,10 @@
 
 Top: each head's mean attention ``Abar_h`` (shared colour scale, 1st-99th
 percentile, masked entries grey for causal models). Bottom left: the offset
-profiles ``f(k)``; bottom right: per head, the Toeplitzness of ``Abar_h`` and the
-positional share as bars, each with its null mean as a tick.
+profiles ``f(k)``; for the tiled path (long context), middle: the attention each key
+position receives, with the layer's sink rate and mean span; bottom right: per head,
+the Toeplitzness of ``Abar_h`` and the positional share as bars, each with its null
+mean as a tick.
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ def draw_attention_scores(ax, stats: Any) -> None:
     ax.legend(fontsize=5.5, frameon=False, loc="upper center", ncol=3)
 
 
+def draw_received(ax, stats: Any, *, eps: float) -> None:
+    """Attention received by each key position, averaged over the queries that see it: one thin line per head, their mean."""
+    starts, curves = stats.received_profile()
+    for curve in curves:
+        ax.plot(starts, curve, lw=0.6, alpha=0.45)
+    ax.plot(starts, curves.mean(axis=0), lw=1.6, color="k", label="mean over heads")
+    ax.set_yscale("log")
+    ax.set_xlabel("key position j", fontsize=7)
+    ax.set_ylabel("attention received (mean per query)", fontsize=7)
+    ax.tick_params(labelsize=6)
+    rate = float(np.mean(stats.sink_mass > eps))
+    span = float(np.mean(stats.span90))
+    ax.set_title(f"sink rate {rate:.0%} (> {eps:g}); mean span90 {span:.0f} positions", fontsize=7)
+    ax.legend(fontsize=5.5, frameon=False)
+
+
 def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=None):
     """One layer of an :class:`~posviz.observe.api.AttentionResult`: head grid of ``Abar_h``, profiles, scores.
 
@@ -62,15 +80,19 @@ def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=
     ncols = h if h <= 4 else min(8, math.ceil(math.sqrt(h)))
     nrows = math.ceil(h / ncols)
     panel = 2.3
-    width = max(panel * ncols + 1.2, 8.0)
+    width = max(panel * ncols + 1.2, 10.0 if hasattr(stats, "received_profile") else 8.0)
     own = fig is None
     if own:
         fig = new_figure(width, panel * nrows + 3.6)
     top, bottom = fig.subfigures(2, 1, height_ratios=[panel * nrows, 2.8])
     draw_head_maps(top, _pooled_maps(stack, options), stats.toeplitzness_offdiag, n=n, ncols=ncols, options=options)
-    pax, bax = bottom.subplots(1, 2)
+    tiled = hasattr(stats, "received_profile")  # the tiled path: the long-context statistics too
+    axes = bottom.subplots(1, 3 if tiled else 2, width_ratios=[1.0, 1.0, 1.0] if tiled else None)
+    pax, bax = axes[0], axes[-1]
     draw_head_profiles(pax, np.nan_to_num(stats.profiles, nan=0.0), causal=result.causal)
     pax.set_ylabel("f(k): mean attention at offset k", fontsize=7)
+    if tiled:
+        draw_received(axes[1], stats, eps=getattr(result, "sink_eps", 0.3))
     draw_attention_scores(bax, stats)
     if own:
         title = f"{short_label(result.model)}: attention on text, layer {layer} ({h} heads, {n} positions)"
