@@ -52,6 +52,9 @@ class LengthOutcome:
         Whether the attention was causal (exact zeros above the diagonal in every chosen layer).
     heads
         Per chosen layer, :class:`HeadStatistics`.
+    position_nll, position_tokens
+        ``(n,)``: per position of the window, the summed NLL of the tokens scored there and their number (a causal
+        LM's token at position ``t`` is predicted from the ``t`` before it); ``None`` without a loss.
     """
 
     nll: float | None
@@ -59,6 +62,8 @@ class LengthOutcome:
     windows: int
     causal: bool
     heads: dict[int, HeadStatistics]
+    position_nll: np.ndarray | None = None
+    position_tokens: np.ndarray | None = None
 
 
 class _Loss:
@@ -67,7 +72,9 @@ class _Loss:
     def __init__(self, model: Any, blocks: LengthBlocks, causal: bool, batch_size: int) -> None:
         self.blocks, self.causal, self.batch_size = blocks, causal, batch_size
         self.done, self.nll, self.tokens = 0, 0.0, 0
-        self.pending: tuple[float, int] | None = None
+        n = blocks.inputs.shape[1]
+        self.position_nll, self.position_tokens = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.pending: tuple[float, int, np.ndarray, np.ndarray] | None = None
         self.handle = model.register_forward_hook(self._hook, with_kwargs=True)
 
     def _hook(self, _module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
@@ -87,12 +94,18 @@ class _Loss:
             # logits goes to cross_entropy as it lies (a view), the unscored ones ignored, rather than copied out
             labels = torch.full_like(targets, -100)
             labels[:, :-1] = torch.where(scored[:, 1:], targets[:, 1:], -100)
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100,
-                                  reduction="sum")
+            each = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100,
+                                   reduction="none").view(labels.shape)  # 0 where not scored
+            by_position = torch.cat([each.new_zeros(1), each[:, :-1].double().sum(dim=0)])  # the token at t, from t before it
+            counts = torch.cat([scored.new_zeros(1, dtype=torch.long), scored[:, 1:].long().sum(dim=0)])
         else:  # a masked LM scores about one position in seven: only those rows
             picked = logits[scored].float()
-            nll = F.cross_entropy(picked, targets[scored], reduction="sum") if len(picked) else torch.zeros(())
-        self.pending = (float(nll.double()), int(scored[:, 1:].sum() if self.causal else scored.sum()))
+            each = F.cross_entropy(picked, targets[scored], reduction="none") if len(picked) else torch.zeros(0)
+            where = scored.nonzero()[:, 1]
+            by_position = torch.zeros(n, dtype=torch.float64, device=each.device).index_add_(0, where, each.double())
+            counts = torch.zeros(n, dtype=torch.long, device=each.device).index_add_(0, where, torch.ones_like(where))
+        self.pending = (float(each.double().sum()), int(scored[:, 1:].sum() if self.causal else scored.sum()),
+                        by_position.cpu().numpy(), counts.cpu().numpy())
 
     def reset(self) -> None:
         """Forget what the probe pass left."""
@@ -105,6 +118,8 @@ class _Loss:
                                         "the language-model head returned nothing")
         self.nll += self.pending[0]
         self.tokens += self.pending[1]
+        self.position_nll += self.pending[2]
+        self.position_tokens += self.pending[3]
         self.pending = None
         self.done += size
 
@@ -170,7 +185,9 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
                                       sink_mass=st.sink_mass, positional_share=st.positional_share,
                                       toeplitzness_offdiag=st.toeplitzness_offdiag, entropy_by_query=r.entropy_by_query)
     return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens,
-                         windows=sums.blocks, causal=causal, heads=heads)
+                         windows=sums.blocks, causal=causal, heads=heads,
+                         position_nll=None if loss is None else loss.position_nll,
+                         position_tokens=None if loss is None else loss.position_tokens)
 
 
 def model_refuses(model: Any, ids: np.ndarray) -> str | None:

@@ -146,5 +146,5 @@ def _variant_runs(loaded: Any, budget: TextBudget, declared: str | None, reason:
         out.append(LengthRecord(length=length, loss=loss, reason=None if loss is not None else reason or "no token was scored",
                                 tokens=done.tokens,
                                 windows=done.windows, text_tokens=blocks.text_tokens, causal=done.causal,
-                                heads=done.heads, **common))
+                                heads=done.heads, position_nll=done.position_nll, position_tokens=done.position_tokens, **common))
     return out

@@ -15,6 +15,8 @@ from typing import Any
 
 from posviz.extrapolate.evaluate import HeadStatistics
 
+#: Equal position buckets of the loss by position within the window.
+POSITION_BUCKETS = 32
 #: Per-head fields of a record, in order (after ``layer`` and ``head``).
 HEAD_FIELDS = ("entropy", "entropy_normalised", "max_weight", "sink_mass", "positional_share", "toeplitzness_offdiag")
 
@@ -51,6 +53,9 @@ class LengthRecord:
         Whether the attention was causal (``None`` when the length did not run).
     heads
         Per layer, :class:`~posviz.extrapolate.evaluate.HeadStatistics` (empty when the length did not run).
+    position_nll, position_tokens
+        ``(length,)``: per position of the window, the summed NLL of the tokens scored there and their number
+        (``None`` without a loss); :meth:`loss_by_position` buckets them.
     """
 
     model: str
@@ -69,6 +74,22 @@ class LengthRecord:
     text_tokens: int = 0
     causal: bool | None = None
     heads: dict[int, HeadStatistics] = field(default_factory=dict, repr=False)
+    position_nll: Any = field(default=None, repr=False)
+    position_tokens: Any = field(default=None, repr=False)
+
+    def loss_by_position(self, buckets: int = POSITION_BUCKETS) -> tuple[list[int], list[float | None]] | None:
+        """The loss by position within the window, in ``buckets`` equal position buckets: (first positions, mean NLL).
+
+        Does the loss keep falling with more context, and where does it turn? A bucket with no scored token is ``None``.
+        """
+        if self.position_nll is None:
+            return None
+        import numpy as np
+
+        n = len(self.position_nll)
+        starts = sorted({(i * n) // min(buckets, n) for i in range(min(buckets, n))})
+        nll, count = np.add.reduceat(self.position_nll, starts), np.add.reduceat(self.position_tokens, starts)
+        return starts, [float(a / c) if c else None for a, c in zip(nll, count, strict=True)]
 
     @property
     def perplexity(self) -> float | None:
@@ -152,7 +173,7 @@ class ExtrapolationResult:
                 "perplexity": r.perplexity, "reason": r.reason, "objective": r.objective, "protocol": r.protocol,
                 "tokens": r.tokens, "blocks": r.windows, "text_tokens": r.text_tokens, "stride": self.stride,
                 "causal": r.causal, "layout": r.layout, "corpus": self.corpus, **self.corpus_identity, "seed": self.seed,
-                "heads": r.head_rows(),
+                "heads": r.head_rows(), **_by_position(r),
             })
         return out
 
@@ -162,6 +183,7 @@ class ExtrapolationResult:
         for rec in self.records():
             heads = rec.pop("heads")
             rec.pop("rope_scaling")
+            rec.pop("loss_positions", None), rec.pop("loss_by_position", None)  # lists: in records(), not the long table
             for h in heads or [{"layer": None, "head": None, **dict.fromkeys(HEAD_FIELDS)}]:
                 rows.append({**rec, **h})
         return rows
@@ -176,3 +198,9 @@ class ExtrapolationResult:
         import pandas as pd
 
         return pd.DataFrame(self.flat_records())
+
+
+def _by_position(r: LengthRecord) -> dict[str, Any]:
+    """The record's loss by position within the window (bucketed), JSON-ready; empty without a loss."""
+    found = r.loss_by_position()
+    return {} if found is None else {"loss_positions": found[0], "loss_by_position": found[1]}

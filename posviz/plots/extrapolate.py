@@ -3,7 +3,9 @@
 One panel of held-out loss against the length (log2 axis), one line per model or
 RoPE-scaling variant (colour: model; line style: variant), with each model's
 training length marked by a vertical line of its colour; lengths without a loss
-leave a gap. Then one panel per model and variant: the attention entropy (mean over
+leave a gap. Beside it, the loss by position within the window at each series'
+longest length with a loss (does more context keep helping, and where does it
+stop?). Then one panel per model and variant: the attention entropy (mean over
 the heads of each layer, one line per layer) against the length, beside the entropy
 of uniform attention over the keys each query sees.
 """
@@ -78,6 +80,27 @@ def _loss_panel(ax, result: Any, series: dict[tuple[str, str], list[Any]], colou
                 fontsize=7, color="0.3", transform=ax.transAxes)
 
 
+def _position_panel(ax, series: dict[tuple[str, str], list[Any]], colours: dict[str, str]) -> None:
+    """Loss by position within the window (bucketed), at the longest length of each series that has a loss."""
+    variants = list(dict.fromkeys(v for _, v in series))
+    for (model, variant), recs in series.items():
+        found = [(r, r.loss_by_position()) for r in recs if r.loss is not None and r.position_nll is not None]
+        if not found:
+            continue
+        r, (starts, losses) = found[-1]
+        y = [np.nan if v is None else v for v in losses]
+        v = variants.index(variant)
+        ax.plot(starts, y, marker=_MARKERS[v % len(_MARKERS)], ms=2.5, color=colours[model], ls=_STYLES[v % len(_STYLES)],
+                label=f"{short_label(model, 24)}{'' if variant == 'unscaled' else f' ({variant})'}, n = {r.length}")
+        if r.training_length is not None and r.training_length < r.length:
+            ax.axvline(r.training_length, color=colours[model], ls=":", lw=1, alpha=0.8)
+    ax.set_xlabel("position in the window (tokens of context before the scored one)", fontsize=8)
+    ax.set_ylabel("loss (nats), bucket mean", fontsize=8)
+    ax.set_title("loss by position (dotted: training length)", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6, frameon=False)
+
+
 def _entropy_panel(ax, result: Any, key: tuple[str, str], recs: list[Any], colours: dict[str, str]) -> None:
     import matplotlib
 
@@ -119,14 +142,17 @@ def plot_extrapolation(result: Any, *, fig=None):
     series = _series(result)
     models = list(dict.fromkeys(m for m, _ in series))
     colours = {m: f"C{i % 10}" for i, m in enumerate(models)}
-    panels = 1 + len(series)
+    by_position = any(r.position_nll is not None and r.loss is not None for r in result.runs)
+    panels = 1 + by_position + len(series)
     cols = min(panels, 3)
     rows = math.ceil(panels / cols)
     page = fig is not None
     fig = fig or new_figure(4.2 * cols, 3.4 * rows + 0.6)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     _loss_panel(axes[0], result, series, colours)
-    for ax, (key, recs) in zip(axes[1:], series.items(), strict=False):
+    if by_position:
+        _position_panel(axes[1], series, colours)
+    for ax, (key, recs) in zip(axes[1 + by_position :], series.items(), strict=False):
         _entropy_panel(ax, result, key, recs, colours)
     for ax in axes[panels:]:
         ax.set_visible(False)

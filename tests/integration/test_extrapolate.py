@@ -77,6 +77,17 @@ def test_causal_loss_is_the_cross_entropy_of_the_models_logits(models, tokenizer
     assert rec["tokens"] == count == 5 * (L - 2) and rec["blocks"] == 5
     assert rec["loss"] == pytest.approx(nll / count, rel=1e-6)
     assert rec["perplexity"] == pytest.approx(np.exp(nll / count), rel=1e-6)
+    # the loss by position within the window: the token at t, predicted from the t before it, in equal buckets
+    z = _forward(models[kind], ids).logits.numpy()[:, :-1].astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    each = -np.take_along_axis(logp, ids[:, 1:, None], axis=-1)[..., 0]  # (blocks, L - 1): the token at t = 1 … L - 1
+    starts = rec["loss_positions"]
+    assert starts == sorted({(i * L) // min(32, L) for i in range(min(32, L))})
+    for b, (lo, hi) in enumerate(zip(starts, [*starts[1:], L], strict=True)):
+        cells = [(w, t) for w in range(5) for t in range(max(lo, 1), hi) if text[w, t]]
+        want = np.mean([each[w, t - 1] for w, t in cells]) if cells else None
+        assert rec["loss_by_position"][b] == (None if want is None else pytest.approx(want, rel=1e-6)), (lo, hi)
 
 
 def test_masked_loss_uses_the_seeded_masks(models, tokenizer, corpus):
@@ -97,6 +108,12 @@ def test_masked_loss_uses_the_seeded_masks(models, tokenizer, corpus):
     assert rec["objective"] == "masked" and rec["causal"] is False and rec["tokens"] == masked.sum() == 4 * k
     assert rec["loss"] == pytest.approx(nll.mean(), rel=1e-6)
     assert "seed 7" in rec["protocol"] and "15%" in rec["protocol"]
+    each = -np.take_along_axis(logp, ids[..., None], axis=-1)[..., 0]  # (blocks, L)
+    starts = rec["loss_positions"]
+    for b, (lo, hi) in enumerate(zip(starts, [*starts[1:], L], strict=True)):
+        cells = each[:, lo:hi][masked[:, lo:hi]]
+        assert rec["loss_by_position"][b] == (pytest.approx(cells.mean(), rel=1e-6) if cells.size else None), (lo, hi)
+    assert "loss_by_position" not in r.to_frame().columns
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])
