@@ -32,6 +32,7 @@ def command(
     force: Annotated[bool, typer.Option("--force", help="Replace existing outputs.")] = False,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the records on stdout.")] = OutputFormat.table,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+    exact_maps: Annotated[bool, typer.Option("--exact-maps", help="Sum eager attention maps (memory grows with n²) instead of computing the statistics in tiles while the model keeps its fast attention.")] = False,
 ) -> None:
     """Beyond the trained length: held-out loss and per-head attention entropy, sink and positional share at each length.
 
@@ -59,7 +60,7 @@ def command(
     result = extrapolate(models, corpus=corpus or [DEMO_CORPUS], lengths=lengths, rope_scaling=rope_scaling or [],
                          extend_table=extend_table, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks or None,
                          mask_rate=mask_rate, seed=seed, device=device.value, device_map=device_map, tokenizer=tokenizer,
-                         show_progress=True)
+                         show_progress=True, exact_maps=exact_maps)
 
     def render(kind: str) -> str:
         if kind == "json":

@@ -71,6 +71,7 @@ def extrapolate(
     device_map: str | None = None,
     tokenizer: str | None = None,
     show_progress: bool = False,
+    exact_maps: bool = False,
 ) -> ExtrapolationResult:
     """Held-out loss and per-head attention statistics of ``models`` at each of ``lengths``, on the same text.
 
@@ -105,6 +106,9 @@ def extrapolate(
         A tokenizer to use instead of each model's (or run's).
     show_progress
         Draw a progress bar over windows on stderr (when it is a terminal).
+    exact_maps
+        Sum eager attention maps instead of the default tiles (the model keeps its own fast attention, and the
+        statistics come from its queries and keys: :mod:`posviz.observe.tiled`).
 
     Returns
     -------
@@ -143,7 +147,7 @@ def extrapolate(
     budget: dict[str, int] = {}
     settings = dict(lengths=chosen, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks,
                     mask_rate=mask_rate, seed=seed, device=device, device_map=device_map, tokenizer=tokenizer,
-                    show_progress=show_progress, extend_table=extend_table)
+                    show_progress=show_progress, extend_table=extend_table, exact_maps=exact_maps)
     from posviz.extrapolate.models import model_runs
 
     for spec in specs:
@@ -151,5 +155,5 @@ def extrapolate(
         budget[label] = tokens
         runs += records
     return ExtrapolationResult(runs=runs, lengths=chosen, corpus=", ".join(corpus_specs), corpus_identity=corpus_identity(texts),
-                               budget=budget, stride=stride, mask_rate=mask_rate, seed=seed)
+                               budget=budget, stride=stride, mask_rate=mask_rate, seed=seed, exact_maps=exact_maps)
 

@@ -12,6 +12,7 @@ tokens (:mod:`posviz.extrapolate.blocks`), then lets them go.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,7 +126,7 @@ class _Loss:
 
 
 def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objective: str | None, batch_size: int = 4,
-               progress: Callable[[int], None] | None = None) -> LengthOutcome:
+               progress: Callable[[int], None] | None = None, tiled: bool = False) -> LengthOutcome:
     """Run ``model`` over the windows of one length: loss and the statistics of every head of ``layers``.
 
     Parameters
@@ -143,6 +144,9 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
         Windows per forward pass.
     progress
         Called with the number of windows done after each batch.
+    tiled
+        The model runs its own attention and the statistics come from tiles of its queries and keys
+        (:mod:`posviz.observe.tiled`); where those cannot be captured, one warning and the eager maps.
 
     Raises
     ------
@@ -152,6 +156,17 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
     from posviz.observe.accumulate import AttentionSums, attention_batches
     from posviz.observe.statistics import layer_statistics
 
+    if tiled:
+        from posviz.observe.tiled.capture import NotCapturable
+        from posviz.observe.tiled.run import is_posviz_model, to_eager
+
+        if not is_posviz_model(model):  # posviz's own models hand their probabilities over: eager, as always
+            try:
+                return _run_length_tiled(model, blocks, layers, objective=objective, batch_size=batch_size, progress=progress)
+            except NotCapturable as e:
+                warnings.warn(f"{type(model).__name__}: {e}; falling back to eager attention maps, whose memory grows with n "
+                              "squared", stacklevel=2)
+        to_eager(model)
     sums, rows = AttentionSums(layers), RowSums(layers)
     loss = _Loss(model, blocks, objective == "causal", batch_size) if objective else None
     wanted, produced = set(layers), [0]
@@ -186,6 +201,44 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
                                       toeplitzness_offdiag=st.toeplitzness_offdiag, entropy_by_query=r.entropy_by_query)
     return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens,
                          windows=sums.blocks, causal=causal, heads=heads,
+                         position_nll=None if loss is None else loss.position_nll,
+                         position_tokens=None if loss is None else loss.position_tokens)
+
+
+def _run_length_tiled(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objective: str | None, batch_size: int,
+                      progress: Callable[[int], None] | None) -> LengthOutcome:
+    """:func:`run_length` with the model's own attention, the statistics from tiles; NotCapturable where it cannot."""
+    from posviz.observe.accumulate import _takes_use_cache
+    from posviz.observe.runner import run_batches
+    from posviz.observe.tiled.capture import TiledCapture
+    from posviz.observe.tiled.statistics import layer_statistics
+
+    loss = _Loss(model, blocks, objective == "causal", batch_size) if objective else None
+    kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
+
+    def forward(ids: Any) -> None:
+        model(input_ids=ids, **kwargs)
+        if loss is not None:
+            loss.commit(int(ids.shape[0]))
+
+    try:
+        with TiledCapture(model, layers) as capture:
+            windows = run_batches(model, blocks.inputs, batch_size, forward, progress=progress)
+    finally:
+        if loss is not None:
+            loss.handle.remove()
+    if any(layer not in capture.sums for layer in layers):
+        raise UnsupportedModelError(f"the model produced attention for {len(capture.sums)} layers, not layer {max(layers)}")
+    heads = {}
+    for layer in layers:
+        sums = capture.sums[layer]
+        st = layer_statistics(sums, capture.supports[layer])
+        heads[layer] = HeadStatistics(entropy=st.entropy, entropy_normalised=st.entropy_normalised, max_weight=st.max_weight,
+                                      sink_mass=st.sink_mass, positional_share=st.positional_share,
+                                      toeplitzness_offdiag=st.toeplitzness_offdiag,
+                                      entropy_by_query=sums.entropy.detach().cpu().numpy() / sums.blocks)
+    return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens, windows=windows,
+                         causal=all(capture.supports[layer].causal for layer in layers), heads=heads,
                          position_nll=None if loss is None else loss.position_nll,
                          position_tokens=None if loss is None else loss.position_tokens)
 

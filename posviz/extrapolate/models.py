@@ -42,7 +42,7 @@ def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str 
 def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings: list[RopeScaling], *,
                lengths: list[int], stride: int | None, layers: Any, batch_size: int, max_blocks: int | None,
                mask_rate: float, seed: int, device: str | None, device_map: str | None, tokenizer: str | None,
-               show_progress: bool, extend_table: bool = False) -> tuple[str, int, list[LengthRecord]]:
+               show_progress: bool, extend_table: bool = False, exact_maps: bool = False) -> tuple[str, int, list[LengthRecord]]:
     """Every variant and length of one model.
 
     The variants: each RoPE scaling, then the model as it is, then (``extend_table``,
@@ -56,6 +56,9 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         per variant and length.
     """
     from posviz.observe.loading import load_model, load_tokenizer
+    from posviz.observe.tiled.run import can_capture
+
+    tiled = not exact_maps and can_capture() is None  # the model keeps its own attention; the statistics come from tiles
 
     tok = load_tokenizer(spec, tokenizer)
     budget = text_budget(tok, texts, lengths[-1], max_blocks)
@@ -65,7 +68,8 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
     def run(scaling: RopeScaling | None = None, extend_to: int | None = None) -> tuple[str, int | None]:
         """Load one variant, run it at every length into ``by_variant``; its label and table length."""
         loaded = load_model(spec, device=device, device_map=device_map, with_tokenizer=False, head=head,
-                            config_edit=scaling.apply if scaling is not None else None)
+                            config_edit=scaling.apply if scaling is not None else None,
+                            attn_implementation=None if tiled else "eager")
         table, trained = table_length(config, loaded.max_positions), training_length(config, loaded.max_positions)
         variant, parameters = "unscaled", None
         if scaling is not None:
@@ -84,7 +88,7 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
         by_variant[variant] = _variant_runs(
             loaded, budget, kind, reason, variant=variant, parameters=parameters, table=table, trained=trained,
             lengths=lengths, stride=stride, layers=layers, batch_size=batch_size, mask_rate=mask_rate,
-            mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress)
+            mask_id=getattr(tok, "mask_token_id", None), seed=seed, show_progress=show_progress, tiled=tiled)
         label = loaded.label
         del loaded
         gc.collect()
@@ -109,7 +113,7 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
 def _variant_runs(loaded: Any, budget: TextBudget, declared: str | None, reason: str | None, *, variant: str,
                   parameters: dict[str, Any] | None, table: int | None, trained: int | None, lengths: list[int],
                   stride: int | None, layers: Any, batch_size: int, mask_rate: float, mask_id: int | None, seed: int,
-                  show_progress: bool) -> list[LengthRecord]:
+                  show_progress: bool, tiled: bool = False) -> list[LengthRecord]:
     """One loaded model (one variant) at every length; ``reason``: why it has no loss (its windows are then not masked).
 
     ``table`` and ``trained`` are the variant's table length (``None``: none) and the model's training length.
@@ -135,7 +139,7 @@ def _variant_runs(loaded: Any, budget: TextBudget, declared: str | None, reason:
         try:
             with count_progress(len(blocks.inputs), f"{loaded.label} n={length}") as update:
                 done = run_length(loaded.model, blocks, chosen, objective=kind, batch_size=batch_size,
-                                  progress=update if show_progress else None)
+                                  progress=update if show_progress else None, tiled=tiled)
         except (ValueError, IndexError, RuntimeError):
             why = model_refuses(loaded.model, blocks.inputs)
             if why is None:

@@ -138,6 +138,8 @@ class ExtrapolationResult:
         Per model, the text tokens every length is cut from (the first ``N`` of the corpus).
     stride, mask_rate, seed
         Sliding-window stride (``None``: non-overlapping blocks); masked LMs: share masked and seed.
+    exact_maps
+        Whether the attention statistics were summed from eager maps everywhere (else from tiles where the model allows).
     """
 
     runs: list[LengthRecord]
@@ -148,6 +150,7 @@ class ExtrapolationResult:
     stride: int | None = None
     mask_rate: float = 0.15
     seed: int = 0
+    exact_maps: bool = False
 
     @property
     def corpus_label(self) -> str:
@@ -161,7 +164,9 @@ class ExtrapolationResult:
         windows = "non-overlapping blocks" if self.stride is None else f"sliding windows of stride {self.stride}"
         return (f"Text: {self.corpus_label}, the same at every length ({budget}; a shorter length leaves out less than one "
                 f"window at the end); {windows}; attention: means over blocks and queries 1..n-1, entropy normalised by "
-                "log(keys seen)")
+                "log(keys seen); " + ("from eager attention maps" if self.exact_maps else
+                "from tiles of each layer's queries and keys where the model allows (it keeps its own attention; "
+                "Toeplitzness on the 512 x 512 block-averaged mean map beyond 512 positions), else from eager maps"))
 
     def records(self) -> list[dict[str, Any]]:
         """One JSON-ready dict per model, variant and length, its heads as a list of dicts."""

@@ -243,7 +243,7 @@ def _try_tiled(run: Any, batch_size: int, tile: int, map_size: int, sink_eps: fl
 
     from posviz.observe.rope_bands import RopeBands
     from posviz.observe.tiled.capture import NotCapturable
-    from posviz.observe.tiled.run import can_capture, is_posviz_model, tiled_statistics
+    from posviz.observe.tiled.run import can_capture, is_posviz_model, tiled_statistics, to_eager
     from posviz.util.progress import count_progress
 
     loaded, chosen, ids = run.loaded, run.layers, run.ids
@@ -265,23 +265,12 @@ def _try_tiled(run: Any, batch_size: int, tile: int, map_size: int, sink_eps: fl
         finally:
             if bands is not None:
                 bands.detach()
-    _to_eager(model)
+    to_eager(model)
     if why_not is not None and can_capture() is None:  # an older transformers: eager, as always, without a warning
         warnings.warn(f"{loaded.label} ({type(model).__name__}): {why_not}; falling back to eager attention maps, "
                       "whose memory grows with n squared", stacklevel=3)
     _check_eager_fits(loaded, len(chosen), batch_size, run.seq_len, why_not)
     return None
-
-
-def _to_eager(model: Any) -> None:
-    """Switch a model loaded with its default attention to eager attention (which hands out its probabilities)."""
-    if getattr(model.config, "_attn_implementation", "eager") == "eager":
-        return
-    can = getattr(model, "_can_set_attn_implementation", None)
-    if can is not None and can():
-        model.set_attn_implementation("eager")
-    else:  # a model that reads the choice at every forward pass (posviz's own, BLOOM)
-        model.config._attn_implementation = "eager"
 
 
 def _check_eager_fits(loaded: Any, layers: int, batch_size: int, n: int, why_not: str | None) -> None:

@@ -121,9 +121,10 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
     """Entropy, largest weight and sink from the attention maps directly; share and Toeplitzness as posviz attention gives them."""
     import posviz
 
-    r = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=3, batch_size=2)
+    r = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=3, batch_size=2, exact_maps=True)
     rec = r.records()[0]
     run = r.runs[0]
+    default = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=3, batch_size=2)  # tiles
     ids = _blocks(tokenizer, corpus, L, 3)
     if kind == "bert":  # the model ran on the masked blocks: measure the same input
         from posviz.extrapolate.blocks import length_blocks, text_budget
@@ -155,6 +156,9 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
             assert got["toeplitzness_offdiag"] == pytest.approx(float(same.stats[layer].toeplitzness_offdiag[h]), abs=1e-9)
             for name in ("positional_share", "toeplitzness_offdiag", "sink_mass", "entropy", "max_weight")[: 5 if tiled.tiled else 3]:
                 assert float(getattr(tiled.stats[layer], name)[h]) == pytest.approx(got[name], abs=1e-5), name
+            tiles = {(x["layer"], x["head"]): x for x in default.records()[0]["heads"]}[(layer, h)]
+            for name in ("entropy", "entropy_normalised", "max_weight", "sink_mass", "positional_share", "toeplitzness_offdiag"):
+                assert tiles[name] == pytest.approx(got[name], abs=1e-5), name  # the default's tiles, the eager maps
         np.testing.assert_allclose(run.heads[layer].entropy_by_query, ent.mean(axis=0), rtol=1e-5, atol=1e-7)
 
 

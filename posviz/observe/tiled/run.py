@@ -33,6 +33,17 @@ def is_posviz_model(model: Any) -> bool:
     return type(model).__module__.startswith("posviz.")
 
 
+def to_eager(model: Any) -> None:
+    """Switch a model loaded with its default attention to eager attention (which hands out its probabilities)."""
+    if getattr(model.config, "_attn_implementation", "eager") == "eager":
+        return
+    can = getattr(model, "_can_set_attn_implementation", None)
+    if can is not None and can():
+        model.set_attn_implementation("eager")
+    else:  # a model that reads the choice at every forward pass (posviz's own, BLOOM)
+        model.config._attn_implementation = "eager"
+
+
 @dataclass(frozen=True)
 class TiledRun:
     """What :func:`tiled_statistics` returns: per chosen layer, its statistics, support and mean map."""
