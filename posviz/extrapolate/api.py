@@ -100,15 +100,12 @@ def extrapolate(
         Blocks of the longest length that make the text budget (``None``: the whole corpus).
     mask_rate, seed
         Masked LMs: share of the text tokens masked, and the seed of their positions.
-    device, device_map
-        ``cpu``/``cuda``, or ``device_map="auto"`` (accelerate).
-    tokenizer
-        A tokenizer to use instead of each model's (or run's).
+    device, device_map, tokenizer
+        ``cpu``/``cuda``, or ``device_map="auto"`` (accelerate); a tokenizer instead of each model's (or run's).
     show_progress
         Draw a progress bar over windows on stderr (when it is a terminal).
     exact_maps
-        Sum eager attention maps instead of the default tiles (the model keeps its own fast attention, and the
-        statistics come from its queries and keys: :mod:`posviz.observe.tiled`).
+        Sum eager attention maps instead of the default tiles of queries and keys (:mod:`posviz.observe.tiled`).
 
     Returns
     -------
