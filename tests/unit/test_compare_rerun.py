@@ -1,0 +1,36 @@
+"""scripts/compare_rerun.py's record comparison: what a rerun must reproduce of a shipped record, and what it may add."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("posviz_compare_rerun", ROOT / "scripts" / "compare_rerun.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = _load()
+SHIPPED = {"corpus_sha256": "ab" * 32, "extrapolate": [{"loss": 5.0, "tokens": 100, "heads": [{"entropy": 2.0}]}]}
+
+
+def test_a_rerun_that_adds_a_measurement_still_reproduces_every_shipped_number():
+    rerun = {"corpus_sha256": "ab" * 32, "extrapolate": [{"loss": 5.0000001, "tokens": 100, "heads": [{"entropy": 2.0}],
+                                                          "loss_by_position": [5.1, 4.9]}]}
+    worst, unequal = compare.record_differences(SHIPPED, rerun)
+    assert unequal == [] and worst["loss"] < 1e-6 and worst["entropy"] == 0.0
+    assert compare.new_in_rerun(SHIPPED, rerun) == ["loss_by_position"]
+
+
+def test_a_shipped_number_the_rerun_lacks_or_changes_is_a_difference():
+    rerun = {"corpus_sha256": "cd" * 32, "extrapolate": [{"loss": 5.0, "heads": [{"entropy": 2.0}]}]}
+    _, unequal = compare.record_differences(SHIPPED, rerun)
+    assert "extrapolate[0].tokens: only in the shipped record" in unequal
+    assert any(line.startswith("corpus_sha256: shipped") for line in unequal)
