@@ -58,15 +58,20 @@ def test_the_tiled_default_equals_the_exact_maps_to_1e_5(llama, corpus):
 @needs_interface
 def test_the_tiled_path_keeps_memory_bounded_where_eager_maps_would_not(llama, tmp_path):
     """4096 positions: eager maps would add one layer's maps (4 x 4096² x 4 B = 268 MB) and a float64 sum per layer
-    (537 MB each); the tiled path adds a few tiles and O(n) sums. Measured as the growth of the peak RSS over the
-    process's peak once torch, the model and the blocks are loaded, so the torch build (CPU or CUDA) does not count."""
+    (537 MB each); the tiled path adds a few tiles and O(n) sums. Measured as the growth of the child's peak RSS
+    (VmHWM, its own address space's high-water mark) over its peak once torch, the model and the blocks are loaded,
+    so the torch build (CPU or CUDA) does not count. Not ru_maxrss: Linux keeps that across execve, so a child of a
+    large test worker would start at the worker's peak and could not show any growth."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs Linux's /proc/self/status (VmHWM)")
     script = (
-        "import resource, numpy as np, torch, posviz; from posviz.observe.loading import load_model; "
-        f"load_model({str(llama)!r}, with_tokenizer=False, attn_implementation=None); torch.ones(1) @ torch.ones(1); "
-        "ids = np.random.default_rng(0).integers(1, 60, (1, 4096)); "
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
-        f"r = posviz.attention({str(llama)!r}, token_blocks=ids, batch_size=1); "
-        "print(r.method, r.means[0].shape[-1], before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "import re, numpy as np, torch, posviz; from posviz.observe.loading import load_model\n"
+        "def peak():\n"
+        "    return int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))\n"
+        f"load_model({str(llama)!r}, with_tokenizer=False, attn_implementation=None); torch.ones(1) @ torch.ones(1)\n"
+        "ids = np.random.default_rng(0).integers(1, 60, (1, 4096)); before = peak()\n"
+        f"r = posviz.attention({str(llama)!r}, token_blocks=ids, batch_size=1)\n"
+        "print(r.method, r.means[0].shape[-1], before, peak())"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
     method, side, before_kb, after_kb = out[0], int(out[1]), int(out[2]), int(out[3])
