@@ -10,7 +10,7 @@ runs one block of ``n`` random tokens three ways, each in a fresh process so tha
 * ``eager``: ``output_attentions=True`` with eager attention, what ``--exact-maps`` and every tool without tiles
   need; only where its maps fit (``--eager-max``).
 
-Each row gives wall time and peak memory (CPU: the process's peak RSS; CUDA: ``torch.cuda.max_memory_allocated``)
+Each row gives wall time and peak memory (CPU: the process's own peak RSS, VmHWM; CUDA: ``torch.cuda.max_memory_allocated``; CPU: VmHWM)
 and the ratio of tiled to plain. ``--check`` first compares tiled statistics with the eager maps at n = 512 on the
 chosen device (1e-5).
 
@@ -55,8 +55,6 @@ def build(shape: str, n: int, device: str, dtype: str):
 
 def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, tile: int) -> dict:
     """Run one mode in this process; its time and peak."""
-    import resource
-
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -90,8 +88,21 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
             assert len(out.attentions) == model.config.num_hidden_layers
         sync()
         wall = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated() if device == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else _own_peak_rss()
     return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak}
+
+
+def _own_peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM where Linux has it (ru_maxrss is kept across execve, so a child would
+    start at its parent's peak), else ru_maxrss."""
+    import re
+    import resource
+
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+    except (OSError, AttributeError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def check(device: str, dtype: str) -> str:
