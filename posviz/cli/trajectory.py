@@ -122,15 +122,21 @@ def band_table(summary: list[dict]) -> str:
 
 ATTENTION_COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
                      ("positional_share", "pos. share"), ("positional_share_null", "null share"), ("sink_mass", "sink"))
+#: The tiled path's columns (absent from rows of the eager path, which transformers 4.x takes).
+LONG_CONTEXT_COLUMNS = (("entropy_normalised", "entropy/log"), ("span90", "span90"), ("sink_rate", "sink rate"))
 
 
 def attention_table(rows: list[dict]) -> str:
     """``--measure attention``: one line per checkpoint (means over heads), grouped by series."""
     r0 = rows[0]
-    return _grouped_table(rows, _score_columns(ATTENTION_COLUMNS, 12),
+    tiled = "span90" in r0
+    columns = ATTENTION_COLUMNS + (LONG_CONTEXT_COLUMNS if tiled else ())
+    extra = (f"; entropy/log: entropy over the log of the keys a query sees; span90: distance holding 90 % of a query's attention "
+             f"(tokens); sink rate: share of the heads whose sink mass exceeds {r0['sink_rate_eps']} (Gu et al.)") if tiled else ""
+    return _grouped_table(rows, _score_columns(columns, 12),
                           f"Means over {r0['heads']} heads (layers {r0['layers']}) of posviz attention on the same {r0['blocks']} blocks "
                           f"of {r0['positions']} tokens from {r0['corpus']}: Toeplitzness of each head's mean attention (off-diagonal R²), "
-                          "positional share, sink mass; nulls: rows shuffled within their support (exact means).")
+                          f"positional share, sink mass; nulls: rows shuffled within their support (exact means){extra}.")
 
 
 def _score_of(key: str) -> Callable[[dict], str]:
@@ -282,10 +288,11 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
         typer.echo(f"wrote {path}", err=True)
     if figures:
         from posviz.plots.common import save_figure
-        from posviz.plots.trajectory import ATTENTION_PANELS, HIDDEN_PANELS, plot_trajectory
+        from posviz.plots.trajectory import ATTENTION_PANELS, HIDDEN_PANELS, SPAN_PANEL, plot_trajectory
 
         if measure == "attention":
-            fig = plot_trajectory(rows, band=band, panels=ATTENTION_PANELS, null_label="null mean (rows shuffled)",
+            panels = ATTENTION_PANELS + ((SPAN_PANEL,) if all("span90" in r for r in rows) else ())
+            fig = plot_trajectory(rows, band=band, panels=panels, null_label="null mean (rows shuffled)",
                                   title="Attention on text along training (posviz attention)", keep_duplicates=keep_duplicates)
         elif measure == "hidden":
             fig = plot_trajectory(rows, band=band, panels=HIDDEN_PANELS, null_label="null / baseline",

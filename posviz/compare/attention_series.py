@@ -5,7 +5,8 @@ with the first checkpoint's tokenizer (a run's ``tokenizer/``, or the model's), 
 that a change along the series is the model's, not the data's. Each row is one
 checkpoint: the means over the chosen layers' heads of the fields of ``posviz
 attention`` (Toeplitzness of the mean attention with its row-shuffle null,
-positional share with its null), their spread over heads, and every head's value.
+positional share with its null; on the tiled path also the normalised entropy, the spans holding 50 % and 90 %
+of a query's attention, and the sink rate), their spread over heads, and every head's value.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from posviz.compare.series import SeriesPoint
 #: Per-head fields averaged into a checkpoint's row.
 FIELDS = ("toeplitzness_offdiag", "null_mean_offdiag", "toeplitzness", "null_mean", "positional_share",
           "positional_share_null", "sink_mass")
+#: Per-head fields of the tiled path (transformers 5), averaged where the records have them; with ``sink_rate``, the
+#: share of all the chosen heads whose sink mass exceeds the records' ``sink_rate_eps``.
+LONG_CONTEXT_FIELDS = ("entropy_normalised", "span50", "span90")
 
 
 def _tokenizer_for(spec: str) -> str | None:
@@ -72,10 +76,13 @@ def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len
         row: dict[str, Any] = {"model": p.spec, "series": p.series, "step": p.step, "measure": "attention",
                                "corpus": corpus, "corpus_sha256": corpus_sha256, "positions": result.seq_len, "blocks": result.blocks,
                                "layers": ",".join(map(str, result.layers)), "heads": len(records), "causal": result.causal}
-        for name in FIELDS:
+        for name in FIELDS + tuple(f for f in LONG_CONTEXT_FIELDS if f in records[0]):
             values = np.array([r[name] for r in records], dtype=float)
             row[name] = float(values.mean())
             row[f"{name}_sd_over_heads"] = float(values.std())
+        if "sink" in records[0]:
+            row["sink_rate"] = float(np.mean([r["sink"] for r in records]))
+            row["sink_rate_eps"] = records[0]["sink_rate_eps"]
         for name, null in (("toeplitzness_offdiag", "null_mean_offdiag"), ("toeplitzness", "null_mean")):
             suffix = name.removeprefix("toeplitzness")
             row["excess" + suffix] = (row[name] - row[null]) / (1 - row[null]) if row[null] < 1 else float("nan")

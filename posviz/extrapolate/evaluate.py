@@ -158,9 +158,9 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
 
     if tiled:
         from posviz.observe.tiled.capture import NotCapturable
-        from posviz.observe.tiled.run import is_posviz_model, to_eager
+        from posviz.observe.tiled.run import can_capture, to_eager
 
-        if not is_posviz_model(model):  # posviz's own models hand their probabilities over: eager, as always
+        if can_capture() is None:  # transformers 4.x has no attention interface: eager, as always, without a warning
             try:
                 return _run_length_tiled(model, blocks, layers, objective=objective, batch_size=batch_size, progress=progress)
             except NotCapturable as e:

@@ -243,12 +243,12 @@ def _try_tiled(run: Any, batch_size: int, tile: int, map_size: int, sink_eps: fl
 
     from posviz.observe.rope_bands import RopeBands
     from posviz.observe.tiled.capture import NotCapturable
-    from posviz.observe.tiled.run import can_capture, is_posviz_model, tiled_statistics, to_eager
+    from posviz.observe.tiled.run import can_capture, tiled_statistics, to_eager
     from posviz.util.progress import count_progress
 
     loaded, chosen, ids = run.loaded, run.layers, run.ids
     model = loaded.model
-    if why_not is None and not is_posviz_model(model):  # posviz's own models expose their probabilities: no warning
+    if why_not is None:
         bands = RopeBands.attach(model, chosen)
         try:
             with count_progress(len(ids), "blocks") as update:

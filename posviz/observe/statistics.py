@@ -263,8 +263,27 @@ def positional_share(sums: LayerSums, h: int, mask: np.ndarray) -> tuple[float, 
     return float(share[0]), float(null[0])
 
 
+class ExcessScores:
+    """The excess Toeplitzness of a statistics class with ``toeplitzness``, ``null_mean`` and their off-diagonal twins."""
+
+    toeplitzness: np.ndarray
+    toeplitzness_offdiag: np.ndarray
+    null_mean: np.ndarray
+    null_mean_offdiag: np.ndarray
+
+    @property
+    def excess(self) -> np.ndarray:
+        """``(R^2 - null) / (1 - null)``, full variant."""
+        return _excess(self.toeplitzness, self.null_mean)
+
+    @property
+    def excess_offdiag(self) -> np.ndarray:
+        """``(R^2 - null) / (1 - null)``, off-diagonal variant."""
+        return _excess(self.toeplitzness_offdiag, self.null_mean_offdiag)
+
+
 @dataclass(frozen=True)
-class HeadAttention:
+class HeadAttention(ExcessScores):
     """The statistics of every head of one layer (arrays of shape ``(heads,)`` unless stated)."""
 
     toeplitzness: np.ndarray
@@ -276,16 +295,6 @@ class HeadAttention:
     sink_mass: np.ndarray
     profiles: np.ndarray  # (heads, 2n - 1), NaN outside the support
     profile_peak: np.ndarray  # int offsets
-
-    @property
-    def excess(self) -> np.ndarray:
-        """``(R^2 - null) / (1 - null)``, full variant."""
-        return _excess(self.toeplitzness, self.null_mean)
-
-    @property
-    def excess_offdiag(self) -> np.ndarray:
-        """``(R^2 - null) / (1 - null)``, off-diagonal variant."""
-        return _excess(self.toeplitzness_offdiag, self.null_mean_offdiag)
 
 
 def _excess(r2: np.ndarray, null: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ ATTENTION_PANELS = (
     ("toeplitzness_offdiag", "null_mean_offdiag", "null_std_offdiag", "Toeplitzness of mean attention,\noff-diagonal R² (mean over heads)"),
     ("positional_share", "positional_share_null", "positional_share_null_std", "positional share (mean over heads)"),
 )
+#: The tiled path's third panel of ``--measure attention``: how far a query's attention reaches.
+SPAN_PANEL = ("span90", "", "", "distance holding 90 % of a query's\nattention (tokens, mean over heads)")
 #: ``posviz trajectory --measure hidden``: one line per (series, layer).
 HIDDEN_PANELS = (
     ("toeplitzness_offdiag", "toeplitzness_null_offdiag", "toeplitzness_null_std_offdiag", "Toeplitzness of P_l = V_l V_lᵀ,\noff-diagonal R²"),

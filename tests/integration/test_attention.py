@@ -247,6 +247,11 @@ def test_report_attention_section_is_opt_in(bert, corpus, tmp_path):
     assert "attention" in res.stderr.split("sections:")[1]
     text = "".join(p.extract_text() for p in pypdf.PdfReader(out).pages)
     assert "Attention on text" in text and "4 blocks of 16 tokens" in text
+    direct = attention(str(bert), corpus=str(corpus), seq_len=N, max_blocks=4, layers="0")
+    if direct.method == "tiled":  # transformers 5: the page names the layer's sink rate and spans
+        st = direct.stats[0]
+        assert f"sink rate {100 * st.sink_rate():.0f} %" in text
+        assert f"span 50 % / 90 %: {st.span50.mean():.1f} / {st.span90.mean():.1f} tokens" in text
 
 
 def test_trajectory_measure_attention(absolute_run, train_corpus, tmp_path):
@@ -260,6 +265,13 @@ def test_trajectory_measure_attention(absolute_run, train_corpus, tmp_path):
     direct = attention(f"{absolute_run}@12", corpus=str(train_corpus), seq_len=32, max_blocks=4, layers="all").records()
     assert rows[1]["toeplitzness_offdiag"] == pytest.approx(np.mean([r["toeplitzness_offdiag"] for r in direct]), abs=1e-12)
     assert rows[1]["positional_share"] == pytest.approx(np.mean([r["positional_share"] for r in direct]), abs=1e-12)
+    if "span90" in direct[0]:  # the tiled path: spans, entropy and the sink rate along training too
+        assert rows[1]["span90"] == pytest.approx(np.mean([r["span90"] for r in direct]), abs=1e-12)
+        assert rows[1]["entropy_normalised"] == pytest.approx(np.mean([r["entropy_normalised"] for r in direct]), abs=1e-12)
+        assert rows[1]["sink_rate"] == np.mean([r["sink"] for r in direct])
+        table = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "attention", "--corpus", str(train_corpus),
+                                         "--seq-len", "32", "--max-blocks", "4"])
+        assert "span90" in table.stdout and "sink rate" in table.stdout
 
 
 def test_rope_band_norms(tmp_path):

@@ -207,3 +207,30 @@ def test_notebook_output_renders_inline_offline(browser, tmp_path):
         visit.check_clean()
     finally:
         visit.close()
+
+
+def test_attention_tab_shows_spans_sink_rate_and_the_received_curve(browser, absolute_run, train_corpus, tmp_path):
+    """The Attention tab of a trained run: the tiled statistics (entropy, spans) as table columns, the layer's sink
+    rate, and a head's positional-bias curve (attention received by key position) beside its offset profile."""
+    path = tmp_path / "attention.html"
+    page_data = posviz.explore(str(absolute_run), corpus=str(train_corpus), seq_len=32, max_blocks=4, heads=False)
+    page_data.save(path)
+    records = page_data.data["models"][0]["corpus"]["attention"]["records"]
+    visit = Visit(browser, path)
+    try:
+        page = visit.page
+        page.click("#tabbtn-attention")
+        page.wait_for_function("document.getElementById('attn-profile') && document.getElementById('attn-profile').data")
+        headers = page.locator("#attn-table th").all_inner_texts()
+        if "span90" in records[0]:  # the tiled path (transformers 5); the eager path of 4.x has no span columns
+            assert {"span 50 %", "span 90 %", "entropy / log keys"} <= set(headers)
+            assert "sink rate" in page.locator("#attn-sink-rate").inner_text()
+            page.click("#attn-table tbody tr:nth-child(3)")
+            chosen = page.evaluate("document.getElementById('attn-received').layout.title.text")
+            assert chosen.endswith("head 2") and page.evaluate("document.getElementById('attn-received').data[0].y.length") > 0
+        else:
+            assert "span 90 %" not in headers
+        not_blank(page.screenshot())
+        visit.check_clean()
+    finally:
+        visit.close()

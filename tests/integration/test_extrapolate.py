@@ -342,10 +342,13 @@ def test_a_length_the_model_refuses_is_na_and_other_errors_are_raised(absolute_r
     assert ok["loss"] is not None and refused["loss"] is None and refused["heads"] == []
     assert refused["reason"].startswith("the model refuses length 48: ValueError: sequence length 48 exceeds")
 
-    def broken(self, layer, probs):
+    def broken(*args, **kwargs):
         raise RuntimeError("a bug in posviz, not the model")
 
-    monkeypatch.setattr(RowSums, "add", broken)
+    import posviz.observe.tiled.capture as capture_module
+
+    monkeypatch.setattr(RowSums, "add", broken)  # the eager path (transformers 4.x)
+    monkeypatch.setattr(capture_module, "accumulate", broken)  # the tiled path
     with pytest.raises(RuntimeError, match="a bug in posviz"):  # the model runs one window fine: not an n/a
         extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32", max_blocks=1, layers="0")
 

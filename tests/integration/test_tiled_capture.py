@@ -118,3 +118,65 @@ def test_a_model_outside_the_attention_interface_is_not_capturable():
 
     with pytest.raises(NotCapturable):
         TiledCapture(Plain()).__enter__()
+
+
+def _posviz(scheme: str, causal: bool):
+    from posviz.models import PosvizAlbertConfig, PosvizForCausalLM, PosvizForMaskedLM
+
+    config = PosvizAlbertConfig(vocab_size=64, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=48, max_position_embeddings=64, position_scheme=scheme,
+                                num_hidden_groups=2 if scheme == "tisa" else 1)
+    return (PosvizForCausalLM if causal else PosvizForMaskedLM)(config)
+
+
+@needs_interface
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "masked"])
+@pytest.mark.parametrize("scheme", ["absolute", "none", "tisa", "tupe-a", "tupe-r", "t5", "alibi", "rope", "sinusoidal"])
+def test_posviz_models_hand_their_positional_terms_to_the_capture(scheme, causal):
+    """posviz's own models route through the interface inside a capture: their scores (TISA, TUPE, T5, ALiBi) arrive as
+    the position bias, RoPE rotated, TUPE's scale; every statistic equals that of their eager probabilities."""
+    torch.manual_seed(0)
+    model = _posviz(scheme, causal).eval()
+    generator = torch.Generator().manual_seed(4)
+    for name, p in model.named_parameters():
+        # trained-looking positional terms, not their zero initialisation; queries and keys large enough that no head
+        # is near uniform (where Toeplitzness, a ratio of tiny variances, amplifies float32 rounding beyond 1e-5)
+        if "position_scores" in name or name.endswith(("query.weight", "key.weight")):
+            p.data.normal_(0.0, 1.0 if "position_scores" in name else 0.3, generator=generator)
+    ids = torch.randint(0, 64, (3, 40), generator=torch.Generator().manual_seed(1))
+    probs: list[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: probs.append(out.double()))
+             for name, m in model.named_modules() if name.endswith("attention.attention_probs")]
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        eager = model(ids).logits
+    for h in hooks:
+        h.remove()
+    model.config._attn_implementation = "sdpa"
+    with torch.no_grad():
+        plain = model(ids).logits
+        with TiledCapture(model, tile=16) as capture:
+            captured = model(ids).logits
+    assert model.config._attn_implementation == "sdpa" and len(probs) == 2
+    torch.testing.assert_close(captured, plain, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(captured, eager, rtol=1e-4, atol=1e-4)
+    for layer, a in enumerate(probs):
+        support = capture.supports[layer]
+        assert support.causal == causal
+        st = layer_statistics(capture.sums[layer], support)
+        ref = dense_statistics(LayerSums(a.shape[0], a.sum(0).numpy(), (a * a).sum((0, 3)).numpy(), (a.sum(-1) ** 2).sum(0).numpy()),
+                               causal)
+        for field in ("toeplitzness", "toeplitzness_offdiag", "positional_share", "sink_mass"):
+            np.testing.assert_allclose(getattr(st, field), getattr(ref, field), atol=1e-5, err_msg=f"{scheme} layer {layer} {field}")
+        entropy = -(a * torch.log(a.clamp_min(1e-300))).sum(-1).mean(0)
+        np.testing.assert_allclose(st.entropy, entropy[:, 1:].mean(-1).numpy(), atol=1e-5)
+
+
+def test_a_padded_posviz_batch_is_refused_with_its_reason():
+    model = _posviz("alibi", causal=True).eval()
+    ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(3))
+    padding = torch.ones_like(ids)
+    padding[0, -5:] = 0
+    with torch.no_grad(), TiledCapture(model) as capture, pytest.raises(NotCapturable, match="padded"):
+        model(ids, attention_mask=padding)
+    assert capture.sums == {}

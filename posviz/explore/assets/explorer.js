@@ -339,7 +339,8 @@
   const ATTN_COLUMNS = [{ key: "layer", label: "layer", digits: 0 }, { key: "head", label: "head", digits: 0 },
     { key: "toeplitzness_offdiag", label: "off-diag R²" }, { key: "null_mean_offdiag", label: "null" }, { key: "excess_offdiag", label: "excess" },
     { key: "positional_share", label: "positional share" }, { key: "positional_share_null", label: "share null" },
-    { key: "sink_mass", label: "sink mass" }, { key: "profile_peak", label: "peak k", digits: 0 }];
+    { key: "sink_mass", label: "sink mass" }, { key: "entropy_normalised", label: "entropy / log keys" },
+    { key: "span50", label: "span 50 %" }, { key: "span90", label: "span 90 %" }, { key: "profile_peak", label: "peak k", digits: 0 }];
   const HIDDEN_COLUMNS = [{ key: "layer", label: "layer", digits: 0 }, { key: "positional_share", label: "positional share" },
     { key: "positional_share_null", label: "share null" }, { key: "toeplitzness_offdiag", label: "off-diag R² of P_l" },
     { key: "toeplitzness_null_offdiag", label: "null" }, { key: "excess_offdiag", label: "excess" }, { key: "rank90", label: "rank 90%", digits: 0 },
@@ -358,14 +359,27 @@
 
   function attentionView(root, c) {
     const a = c.attention;
-    const metric = el("select", { id: "attn-metric" }, ...ATTN_COLUMNS.slice(2, 8).map((col) => el("option", { value: col.key }, col.label)));
+    // the statistics a result has (the eager path of transformers 4.x has no entropy or span columns)
+    const columns = ATTN_COLUMNS.filter((col) => a.records.some((r) => r[col.key] !== undefined));
+    const metric = el("select", { id: "attn-metric" }, ...columns.filter((col) => col.digits !== 0).map((col) => el("option", { value: col.key }, col.label)));
     const matrix = el("div", { class: "plot", id: "attn-matrix" }), prof = el("div", { class: "plot", id: "attn-profile" });
+    const recv = el("div", { class: "plot", id: "attn-received" });
+    const sinkRates = a.layers.map((l) => { const r = a.records.find((x) => x.layer === l); return r && r.sink_rate !== undefined ? "layer " + l + ": " + fmt(100 * r.sink_rate, 3) + " %" : null; }).filter((x) => x);
     root.append(el("div", { class: "note" }, c.model + ": " + a.conventions), el("div", { class: "controls" }, el("label", {}, "colour by ", metric)),
-      el("div", { class: "row" }, matrix, prof));
+      el("div", { class: "row" }, matrix, prof, recv));
+    if (sinkRates.length) root.append(el("div", { class: "note", id: "attn-sink-rate" }, "sink rate (share of a layer's heads whose mean attention to the first token exceeds "
+      + a.records[0].sink_rate_eps + "): " + sinkRates.join(", ")));
     function showHead(layer, head) {
       const n = a.seq_len, P = arr(a.profiles[String(layer)]), f = P.subarray(head * (2 * n - 1), (head + 1) * (2 * n - 1));
       Plotly.react(prof, [{ type: "scatter", mode: "lines", x: range(-(n - 1), n), y: f }], { title: { text: "mean attention profile, layer " + layer + ", head " + head, font: { size: 13 } },
         width: 460, height: 300, xaxis: { title: { text: "offset k = j − i" } }, margin: { l: 50, r: 16, t: 36, b: 40 } }, CONFIG);
+      const r = a.records.find((x) => x.layer === layer && x.head === head);
+      if (r && r.received_by_position) {  // the positional-bias curve: a U when the middle is lost
+        Plotly.react(recv, [{ type: "scatter", mode: "lines", x: r.received_positions, y: r.received_by_position }],
+          { title: { text: "attention received by key position, head " + head, font: { size: 13 } }, width: 420, height: 300,
+            xaxis: { title: { text: "key position j" } }, yaxis: { title: { text: "mean over the queries that see j" }, type: "log" },
+            margin: { l: 60, r: 16, t: 36, b: 40 } }, CONFIG);
+      }
     }
     function drawMatrix() {
       const key = metric.value, z = a.layers.map((l) => range(0, a.heads).map((h) => { const r = a.records.find((x) => x.layer === l && x.head === h); return r ? r[key] : null; }));
@@ -373,7 +387,7 @@
         { title: { text: "layer × head: " + metric.selectedOptions[0].textContent, font: { size: 13 } }, width: 520, height: 120 + 30 * a.layers.length,
           xaxis: { title: { text: "head" } }, yaxis: { title: { text: "layer" }, autorange: "reversed" }, margin: { l: 50, r: 20, t: 36, b: 40 } }, CONFIG);
     }
-    root.append(sortable("attn-table", ATTN_COLUMNS, a.records, (r) => showHead(r.layer, r.head)));
+    root.append(sortable("attn-table", columns, a.records, (r) => showHead(r.layer, r.head)));
     metric.addEventListener("change", drawMatrix);
     const ready = drawMatrix().then(() => matrix.on("plotly_click", (ev) => showHead(ev.points[0].y, ev.points[0].x)));
     showHead(a.layers[0], 0);

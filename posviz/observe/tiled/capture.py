@@ -8,6 +8,11 @@ included), keys before grouped-query expansion, the scale, the mask, the sliding
 :class:`~posviz.observe.tiled.sums.TiledSums`, then calls the model's own SDPA attention, so the model's outputs
 are unchanged and no ``n x n`` map is formed by posviz.
 
+posviz's own models (every scheme: TISA, TUPE, T5, ALiBi, RoPE, …) run SDPA in their attention modules
+(:class:`posviz.models.modeling_posviz.PosvizAttention`); a forward pre-hook on each sees its inputs (the hidden
+states, the additive term that holds the positional scores, RoPE's angles) and forms the queries and keys as the
+module does, with the module's own projections, rotation and scale, while the module runs unchanged.
+
 A model that does not use the interface (older transformers, BLOOM, DeBERTa, Falcon) raises
 :class:`NotCapturable` on entry; so does a mask that is not a plain causal or bidirectional (windowed) support
 (padding), at the layer that receives it.
@@ -74,9 +79,15 @@ class TiledCapture:
         self.calls = 0
         self._layer = 0
         self._previous: str | None = None
-        self._hook: Any = None
+        self._hooks: list[Any] = []
 
     def __enter__(self) -> TiledCapture:
+        own = _posviz_attention_modules(self.model)
+        if own:  # posviz's own models: pre-hooks on their attention modules; the modules run as they are
+            self._hooks = [m.register_forward_pre_hook(self._posviz_attend, with_kwargs=True) for m in own]
+            self._hooks.append(self.model.register_forward_pre_hook(lambda *_: self._new_pass()))
+            _ACTIVE.append(self)
+            return self
         attention, masks, sdpa, sdpa_mask = _interfaces()
         can = getattr(self.model, "_can_set_attn_implementation", None)
         if can is None or not can():
@@ -86,32 +97,61 @@ class TiledCapture:
         self._sdpa = sdpa
         self._previous = self.model.config._attn_implementation
         self.model.set_attn_implementation(IMPLEMENTATION)
-        self._hook = self.model.register_forward_pre_hook(lambda *_: self._new_pass())
+        self._hooks = [self.model.register_forward_pre_hook(lambda *_: self._new_pass())]
         _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         _ACTIVE.remove(self)
-        self._hook.remove()
-        self.model.set_attn_implementation(self._previous)
+        for hook in self._hooks:
+            hook.remove()
+        if self._previous is not None:
+            self.model.set_attn_implementation(self._previous)
 
     def _new_pass(self) -> None:
         self._layer = 0
 
     def attend(self, module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any) -> Any:
         """The model's attention, after adding the layer's tiles to its sums."""
+        layer = self._next_layer()
+        if layer is not None:
+            support = _support(module, query, key, mask, kwargs)
+            scale = kwargs.get("scaling")
+            self._add(layer, AttentionInputs(query, key, query.shape[-1] ** -0.5 if scale is None else float(scale), support,
+                                             bias=_bias(kwargs.get("position_bias")), softcap=kwargs.get("softcap")))
+        return self._sdpa(module, query, key, value, mask, **kwargs)
+
+    def _posviz_attend(self, module: Any, args: tuple, kwargs: dict) -> None:
+        """Pre-hook of a posviz attention module: its queries and keys as it forms them, added to the layer's sums."""
+        layer = self._next_layer()
+        if layer is None:
+            return
+        hidden, bias = args[0], args[1] if len(args) > 1 else kwargs.get("attention_bias")
+        rotary = kwargs.get("rotary")
+        b, n, _ = hidden.shape
+        shape = (b, n, module.num_attention_heads, module.attention_head_size)
+        query = module.query(hidden).view(shape).transpose(1, 2)  # as PosvizAttention.forward forms them
+        key = module.key(hidden).view(shape).transpose(1, 2)
+        if rotary is not None:
+            from posviz.models.schemes.rope import apply_rotary
+
+            query, key = apply_rotary(query, *rotary), apply_rotary(key, *rotary)
+        support = Support(n, bool(getattr(module.config, "is_causal", False)))
+        if bias is not None and not _fills_support(bias, support):
+            raise NotCapturable("the attention mask is not a plain causal or bidirectional support (padded blocks?)")
+        self._add(layer, AttentionInputs(query, key, float(module.scaling), support, bias=_bias(bias)))
+
+    def _next_layer(self) -> int | None:
+        """Count one attention call; the layer it computes when its sums are kept, else None."""
         layer = self._layer
         self._layer += 1
         self.calls += 1
-        if self.layers is None or layer in self.layers:
-            support = _support(module, query, key, mask, kwargs)
-            if self.supports.setdefault(layer, support) != support:
-                raise NotCapturable(f"layer {layer}: blocks of different supports ({self.supports[layer]} and {support})")
-            scale = kwargs.get("scaling")
-            inputs = AttentionInputs(query, key, query.shape[-1] ** -0.5 if scale is None else float(scale), support,
-                                     bias=_bias(kwargs.get("position_bias")), softcap=kwargs.get("softcap"))
-            self.sums[layer] = accumulate(inputs, self.sums.get(layer), tile=self.tile, map_size=self.map_size)
-        return self._sdpa(module, query, key, value, mask, **kwargs)
+        return layer if self.layers is None or layer in self.layers else None
+
+    def _add(self, layer: int, inputs: AttentionInputs) -> None:
+        if self.supports.setdefault(layer, inputs.support) != inputs.support:
+            raise NotCapturable(f"layer {layer}: blocks of different supports ({self.supports[layer]} and {inputs.support})")
+        self.sums[layer] = accumulate(inputs, self.sums.get(layer), tile=self.tile, map_size=self.map_size)
 
 
 def _dispatch(module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any) -> Any:
@@ -150,6 +190,26 @@ def _mask_is(mask: Any, support: Support, rows: int = 1024) -> bool:
         if not bool((keeps == want).all()):
             return False
     return True
+
+
+def _posviz_attention_modules(model: Any) -> list[Any]:
+    """The attention modules of a posviz model (each once: ALBERT-style layer groups share them), else []."""
+    if not type(model).__module__.startswith("posviz."):
+        return []
+    seen: dict[int, Any] = {}
+    for name, m in model.named_modules():
+        if name.endswith("attention") and hasattr(m, "attention_probs") and hasattr(m, "scaling"):
+            seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def _fills_support(bias: Any, support: Support) -> bool:
+    """Whether an additive term (positional scores, with the causal mask folded in) leaves every key of the support
+    open: padding would close some key to every query, the last query included, which sees every key."""
+    import torch
+
+    low = torch.finfo(bias.dtype).min / 2
+    return bool((bias[..., -1, :] > low).all())
 
 
 def _bias(position_bias: Any) -> Any:

@@ -165,12 +165,7 @@ class _QueryTile:
                 s = s + bias.flip(-2)
         if self.support.covers(self.i0, self.i1, j0, j1):
             return s, None
-        offset = torch.arange(j0, j1, device=s.device)[None, :] - self.position[:, None]
-        keep = torch.ones(offset.shape, dtype=torch.bool, device=s.device)
-        if self.support.causal:
-            keep &= offset <= 0
-        if self.support.window is not None:
-            keep &= offset.abs() < self.support.window
+        keep = self.support.keep(torch.arange(j0, j1, device=s.device)[None, :] - self.position[:, None])
         return s.masked_fill_(~keep, float("-inf")), keep
 
     def normalisers(self, tile: int) -> tuple[Any, Any]:

@@ -28,11 +28,6 @@ def can_capture() -> str | None:
     return None
 
 
-def is_posviz_model(model: Any) -> bool:
-    """Whether ``model`` was built by posviz (its attention modules expose their probabilities to posviz directly)."""
-    return type(model).__module__.startswith("posviz.")
-
-
 def to_eager(model: Any) -> None:
     """Switch a model loaded with its default attention to eager attention (which hands out its probabilities)."""
     if getattr(model.config, "_attn_implementation", "eager") == "eager":
@@ -73,15 +68,6 @@ def tiled_statistics(model: Any, ids: np.ndarray, layers: Sequence[int], *, batc
     if missing:
         raise NotCapturable(f"layers {missing} never reached the attention interface")
     stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in layers}
-    return TiledRun(stats=stats, supports=dict(capture.supports), maps={layer: _mean_map(capture, layer) for layer in layers},
+    return TiledRun(stats=stats, supports=dict(capture.supports), maps={layer: stats[layer].mean_map for layer in layers},
                     blocks=blocks)
 
-
-def _mean_map(capture: TiledCapture, layer: int) -> np.ndarray:
-    """The layer's mean attention: exact, or each cell the mean over the support entries of its block of positions."""
-    sums, support = capture.sums[layer], capture.supports[layer]
-    grid = sums.map.detach().cpu().numpy() / sums.blocks
-    if sums.exact_map:
-        return grid
-    counts = support.block_counts(grid.shape[-1])
-    return np.where(counts > 0, grid / np.maximum(counts, 1.0), 0.0)

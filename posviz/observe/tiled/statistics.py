@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from posviz.observe.statistics import ExcessScores
 from posviz.observe.tiled.sums import TiledSums, distance_edges
 from posviz.observe.tiled.support import Support
 
@@ -34,7 +35,7 @@ SINK_EPSILON = 0.3
 
 
 @dataclass(frozen=True)
-class TiledHeadAttention:
+class TiledHeadAttention(ExcessScores):
     """Every statistic of every head of one layer (arrays of shape ``(heads,)`` unless stated)."""
 
     toeplitzness: np.ndarray
@@ -58,20 +59,7 @@ class TiledHeadAttention:
     span90: np.ndarray
     span50_quantiles: np.ndarray  # (heads, 3): 10 %, 50 %, 90 %
     span90_quantiles: np.ndarray
-
-    @property
-    def excess(self) -> np.ndarray:
-        """``(R^2 - null) / (1 - null)``, full variant."""
-        from posviz.observe.statistics import _excess
-
-        return _excess(self.toeplitzness, self.null_mean)
-
-    @property
-    def excess_offdiag(self) -> np.ndarray:
-        """``(R^2 - null) / (1 - null)``, off-diagonal variant."""
-        from posviz.observe.statistics import _excess
-
-        return _excess(self.toeplitzness_offdiag, self.null_mean_offdiag)
+    mean_map: np.ndarray  # (heads, m, m): the mean attention over blocks, exact or block-averaged (map_exact)
 
     def sink_rate(self, eps: float = SINK_EPSILON) -> float:
         """The share of this layer's heads whose sink mass exceeds ``eps``."""
@@ -96,7 +84,7 @@ def layer_statistics(sums: TiledSums, support: Support) -> TiledHeadAttention:
     counts = support.diagonal_counts()
     with np.errstate(invalid="ignore", divide="ignore"):
         profiles = np.where(counts > 0, s["offsets"] / (b * np.maximum(counts, 1.0)), np.nan)
-    r2, r2_off, null, null_off = _map_scores(s["map"], sums.exact_map, support, n, b)
+    mean_map, (r2, r2_off, null, null_off) = _map_scores(s["map"], sums.exact_map, support, n, b)
     share, share_null = _positional_shares(s, support)
     keys = support.keys_seen()
     queries = slice(1, n) if n > 1 else slice(0, 1)
@@ -119,7 +107,7 @@ def layer_statistics(sums: TiledSums, support: Support) -> TiledHeadAttention:
         received=s["received"] / (b * support.queries_seeing()),
         distance_edges=edges, distance_mass=bins / bins.sum(axis=-1, keepdims=True),
         span50=_mean_of(s["span50"]), span90=_mean_of(s["span90"]),
-        span50_quantiles=_quantiles(s["span50"]), span90_quantiles=_quantiles(s["span90"]),
+        span50_quantiles=_quantiles(s["span50"]), span90_quantiles=_quantiles(s["span90"]), mean_map=mean_map,
     )
 
 
@@ -162,8 +150,9 @@ def _positional_shares(s: dict, support: Support) -> tuple[np.ndarray, np.ndarra
     return np.asarray(_one_minus(sq - explained, tot, sq)), np.asarray(_one_minus(sq - null_explained, tot, sq))
 
 
-def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int) -> tuple[np.ndarray, ...]:
-    """Toeplitzness (full, off-diagonal) of the mean map and their row-shuffle nulls: exact, or on the block grid."""
+def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The mean map (exact, or each cell the mean of the support entries of its block of positions, 0 where it has
+    none), and its Toeplitzness (full, off-diagonal) with their row-shuffle nulls."""
     from posviz.observe.statistics import masked_toeplitzness, toeplitz_null_mean
 
     m = grid.shape[-1]
@@ -175,5 +164,5 @@ def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(mask, grid / (b * np.maximum(dense_counts, 1.0)), 0.0)
     off = mask & ~np.eye(m, dtype=bool)
-    return tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (
+    return mean, tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (
         masked_toeplitzness(mean, mask), masked_toeplitzness(mean, off), toeplitz_null_mean(mean, mask), toeplitz_null_mean(mean, off)))

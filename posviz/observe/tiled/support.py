@@ -12,6 +12,7 @@ only when a tile of logits is (:meth:`Support.tile`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,15 +46,17 @@ class Support:
         """``(2n - 1,)`` int: the offsets ``k = j - i`` in the order of every per-offset array (``-(n-1) … n-1``)."""
         return np.arange(-(self.n - 1), self.n)
 
+    def keep(self, offsets: Any) -> Any:
+        """Whether the support keeps each offset ``k = j - i`` of ``offsets`` (a numpy array or a torch tensor of
+        ints: the one rule behind every mask, tile and kernel tile)."""
+        keep = offsets <= 0 if self.causal else offsets == offsets
+        if self.window is not None:
+            keep = keep & (abs(offsets) < self.window)
+        return keep
+
     def allowed_offsets(self) -> np.ndarray:
         """``(2n - 1,)`` bool: the offsets that the support keeps (on every row where they fit)."""
-        k = self.offsets
-        keep = np.ones(k.shape, dtype=bool)
-        if self.causal:
-            keep &= k <= 0
-        if self.window is not None:
-            keep &= np.abs(k) < self.window
-        return keep
+        return self.keep(self.offsets)
 
     def _row_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = self.offsets
@@ -114,13 +117,7 @@ class Support:
 
     def tile(self, i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
         """``(i1 - i0, j1 - j0)`` bool: the mask of queries ``i0:i1`` and keys ``j0:j1``."""
-        k = np.arange(j0, j1)[None, :] - np.arange(i0, i1)[:, None]
-        keep = np.ones(k.shape, dtype=bool)
-        if self.causal:
-            keep &= k <= 0
-        if self.window is not None:
-            keep &= np.abs(k) < self.window
-        return keep
+        return self.keep(np.arange(j0, j1)[None, :] - np.arange(i0, i1)[:, None])
 
     def covers(self, i0: int, i1: int, j0: int, j1: int) -> bool:
         """Whether every entry of the tile of queries ``i0:i1`` and keys ``j0:j1`` is in the support."""
