@@ -13,9 +13,14 @@ Examples
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from posviz.util.lazy import lazy_exports
+
+# In a notebook without ipywidgets, tqdm.auto (which transformers and huggingface_hub import) prints a red
+# "IProgress not found" warning, then falls back to its plain text bar: keep the plain bar, without the warning.
+warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
 _EXPORTS = {
     "load_position_embeddings": "posviz.read.embeddings",
