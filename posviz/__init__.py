@@ -18,6 +18,25 @@ from typing import Any
 
 from posviz.util.lazy import lazy_exports
 
+
+def _register_notebook_display() -> None:
+    """Inside IPython or Jupyter, results show their figure and table when a cell ends with them: HTML formatters
+    registered by type name (:data:`posviz.plots.display.FORMATTERS`), so that no result module is imported now."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None:
+        return
+    from posviz.plots import display  # standard library only at import
+
+    formatter = shell.display_formatter.formatters["text/html"]
+    for module, name, function in display.FORMATTERS:
+        formatter.for_type_by_name(module, name, getattr(display, function))
+
+
+_register_notebook_display()
+
 # In a notebook without ipywidgets, tqdm.auto (which transformers and huggingface_hub import) prints a red
 # "IProgress not found" warning, then falls back to its plain text bar: keep the plain bar, without the warning.
 warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")

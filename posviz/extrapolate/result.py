@@ -204,16 +204,6 @@ class ExtrapolationResult:
 
         return pd.DataFrame(self.flat_records())
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the figure (loss and attention against length) and the per-length table."""
-        import pandas as pd
-
-        from posviz.plots.extrapolate import plot_extrapolation
-        from posviz.util.display import result_html
-
-        models = ", ".join(dict.fromkeys(r.model for r in self.runs))
-        return result_html(f"posviz extrapolate: {models}", self.conventions, lambda: plot_extrapolation(self),
-                           pd.DataFrame(self.records()))
 
 
 def _by_position(r: LengthRecord) -> dict[str, Any]:

@@ -118,13 +118,6 @@ class AttentionResult:
 
         return pd.DataFrame(self.records())
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the figure of the first layer scored and the per-head table."""
-        from posviz.plots.attention import plot_attention_layer
-        from posviz.util.display import result_html
-
-        return result_html(f"posviz attention: {self.model}, layer {self.layers[0]}", self.conventions,
-                           lambda: plot_attention_layer(self, self.layers[0]), self.to_frame())
 
 
 def _long_context_fields(s: TiledHeadAttention, h: int, eps: float) -> dict[str, Any]:

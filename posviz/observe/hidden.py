@@ -107,12 +107,6 @@ class HiddenResult:
 
         return pd.DataFrame(self.records())
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the layer-by-layer figure and the per-layer table."""
-        from posviz.plots.hidden import plot_hidden
-        from posviz.util.display import result_html
-
-        return result_html(f"posviz hidden: {self.model}", self.conventions, lambda: plot_hidden(self), self.to_frame())
 
 
 # Below this hidden width the statistics after the forward (the probes' L-BFGS iterations, d x d

@@ -1,6 +1,6 @@
 """Results in a notebook, as a user sees them: a real Jupyter kernel (nbclient, ipykernel) runs cells that end in
 ``posviz.attention(...)``, ``posviz.hidden(...)`` and ``posviz.extrapolate(...)``; each shows its figure and table
-inline (``_repr_html_``), no cell prints a warning, and the outputs render offline in Chromium."""
+inline (the HTML formatters ``import posviz`` registers in IPython), no cell prints a warning, and the outputs render offline in Chromium."""
 
 from __future__ import annotations
 
