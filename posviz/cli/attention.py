@@ -2,34 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from posviz.cli.options import TEXT_EXTENSIONS, OutputFormat
+from posviz.cli.options import Device, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
-
-
-class Device(str, Enum):
-    cpu = "cpu"
-    cuda = "cuda"
-
-
-def _outputs(paths: list[Path] | None) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Split ``-o`` paths into figures and text files, validating each before any work."""
-    from posviz.plots.common import FIGURE_EXTENSIONS
-    from posviz.util.atomic import check_output_path
-
-    figures, texts = [], []
-    for p in paths or []:
-        check_output_path(p, (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
-        if p.suffix.lower() in TEXT_EXTENSIONS:
-            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
-        else:
-            figures.append(p)
-    return figures, texts
 
 
 def figure_paths(path: Path, layers: list[int]) -> list[tuple[int, Path]]:
@@ -76,7 +55,7 @@ def command(
     from posviz.errors import OptionError
     from posviz.observe.api import attention
 
-    figures, texts = _outputs(output)
+    figures, texts = split_outputs(output)
     if device_map is not None and device_map != "auto":
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
     result = attention(model, corpus=corpus, seq_len=seq_len, layers=layers, batch_size=batch_size,

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.attention import Device
-from posviz.cli.hidden import check_outputs
-from posviz.cli.options import OutputFormat
+from posviz.cli.options import Device, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
 
 
@@ -54,7 +52,7 @@ def command(
     from posviz.extrapolate.api import extrapolate
     from posviz.train.corpus import DEMO_CORPUS
 
-    figures, texts = check_outputs(output, force=force)
+    figures, texts = split_outputs(output, force=force)
     if device_map is not None and device_map != "auto":
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
     result = extrapolate(models, corpus=corpus or [DEMO_CORPUS], lengths=lengths, rope_scaling=rope_scaling or [],

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from posviz.cli.options import HELP_POSITIONS, HELP_VARIANT, OutputFormat
+from posviz.cli.options import HELP_POSITIONS, HELP_VARIANT, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
 
 if TYPE_CHECKING:
@@ -22,22 +22,6 @@ class LnMode(str, Enum):
     none = "none"
     ln = "ln"
     ln_type0 = "ln+type0"
-
-
-def _outputs(paths: list[Path] | None) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Split ``-o`` paths into figures and text files, validating each before any work."""
-    from posviz.plots.common import FIGURE_EXTENSIONS
-    from posviz.util.atomic import check_output_path
-
-    figures, texts = [], []
-    for p in paths or []:
-        ext = p.suffix.lower()
-        check_output_path(p, (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
-        if ext in TEXT_EXTENSIONS:
-            texts.append((p, TEXT_EXTENSIONS[ext]))
-        else:
-            figures.append(p)
-    return figures, texts
 
 
 def command(
@@ -79,7 +63,7 @@ def command(
     from posviz.errors import OptionError
     from posviz.extract.registry import open_heads
 
-    figures, texts = _outputs(output)
+    figures, texts = split_outputs(output)
     if figures:
         import matplotlib
 

@@ -7,27 +7,8 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.attention import Device
-from posviz.cli.options import TEXT_EXTENSIONS, OutputFormat
+from posviz.cli.options import Device, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
-
-
-def check_outputs(paths: list[Path] | None, *, force: bool) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Split ``-o`` paths into figures and text files, validating each (and refusing existing files) before any work."""
-    from posviz.errors import OptionError
-    from posviz.plots.common import FIGURE_EXTENSIONS
-    from posviz.util.atomic import check_output_path
-
-    figures, texts = [], []
-    for p in paths or []:
-        check_output_path(p, (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
-        if p.exists() and not force:
-            raise OptionError(f"output {p} exists", "pass --force to replace it, or write elsewhere")
-        if p.suffix.lower() in TEXT_EXTENSIONS:
-            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
-        else:
-            figures.append(p)
-    return figures, texts
 
 
 def command(
@@ -64,7 +45,7 @@ def command(
     from posviz.observe.hidden import hidden
     from posviz.train.corpus import DEMO_CORPUS
 
-    figures, texts = check_outputs(output, force=force)
+    figures, texts = split_outputs(output, force=force)
     if device_map is not None and device_map != "auto":
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
     result = hidden(model, corpus=corpus or [DEMO_CORPUS], seq_len=seq_len, layers=layers, batch_size=batch_size,

@@ -17,6 +17,46 @@ class OutputFormat(str, Enum):
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
 
+class Device(str, Enum):
+    """Where a model runs (``--device``)."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def split_outputs(paths: list[Path] | None, *, force: bool = True, plot: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Split ``-o`` paths (and a ``--plot`` figure) into figures and text files, validating each before any work.
+
+    Parameters
+    ----------
+    paths
+        The ``-o`` paths: a figure or a text file each, by extension (:data:`TEXT_EXTENSIONS`).
+    force
+        False: an existing file is refused (``--force`` replaces it).
+    plot
+        A path that must be a figure.
+
+    Returns
+    -------
+    tuple
+        The figure paths, and ``(path, format)`` of each text output.
+    """
+    from posviz.errors import OptionError
+    from posviz.plots.common import FIGURE_EXTENSIONS
+    from posviz.util.atomic import check_output_path
+
+    figures, texts = [], []
+    for p in [*(paths or []), *([plot] if plot is not None else [])]:
+        check_output_path(p, FIGURE_EXTENSIONS if p is plot else (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
+        if p.exists() and not force:
+            raise OptionError(f"output {p} exists", "pass --force to replace it, or write elsewhere")
+        if p.suffix.lower() in TEXT_EXTENSIONS:
+            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
+        else:
+            figures.append(p)
+    return figures, texts
+
+
 class Precision(str, Enum):
     """Training precision of ``posviz train`` and ``posviz finetune`` (see :func:`posviz.train.options.precision_flags`)."""
 

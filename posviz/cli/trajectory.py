@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, TEXT_EXTENSIONS, Normalize, OutputFormat
+from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Normalize, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
 
 
@@ -23,21 +23,6 @@ class Measure(str, Enum):
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
            ("excess_offdiag", "excess offdiag"), ("toeplitzness", "R² full"), ("null_mean", "null full"), ("excess", "excess full"))
-
-
-def _outputs(paths: list[Path] | None, plot: Path | None) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Split ``-o`` paths (and ``--plot``) into figures and text files, validating each before any work."""
-    from posviz.plots.common import FIGURE_EXTENSIONS
-    from posviz.util.atomic import check_output_path
-
-    figures, texts = [], []
-    for p in [*(paths or []), *([plot] if plot is not None else [])]:
-        check_output_path(p, FIGURE_EXTENSIONS if p is plot else (*FIGURE_EXTENSIONS, *TEXT_EXTENSIONS))
-        if p.suffix.lower() in TEXT_EXTENSIONS:
-            texts.append((p, TEXT_EXTENSIONS[p.suffix.lower()]))
-        else:
-            figures.append(p)
-    return figures, texts
 
 
 def _parse_steps(text: str | None) -> list[int] | None:
@@ -208,7 +193,7 @@ def command(
     from posviz.compare.series import revision_points, series_points, series_rows
     from posviz.train.corpus import DEMO_CORPUS
 
-    figures, texts = _outputs(output, plot)
+    figures, texts = split_outputs(output, plot=plot)
     corpus = corpus or DEMO_CORPUS
     if revisions is not None:
         points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
