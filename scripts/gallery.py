@@ -335,6 +335,28 @@ def verify_tstl(work: Path) -> list[str]:
     return compare(f"{TSTL}/runs/rope-s0.json", work / "results" / "runs" / "rope-s0.json")
 
 
+def make_long_context_runs(work: Path) -> None:
+    python("scripts/train_short_test_long.py", "--keep-runs", "--out", work / "runs", "--results", work / "tstl")
+    python("scripts/long_context_tstl.py", "--runs", work / "runs", "--results", LONG)
+
+
+def make_long_context_tables(out: Path) -> None:
+    python("scripts/long_context_tstl.py", "--phase", "tabulate", "--results", LONG)
+
+
+def verify_long_context(work: Path) -> list[str]:
+    """Retrain ``rope-s0`` (its loss must be the shipped one) and measure it at every length, into the work folder."""
+    python(ROOT / "scripts/train_short_test_long.py", "--schemes", "rope", "--seeds", "0", "--keep-runs", "--out", "runs",
+           "--results", "tstl", cwd=work)
+    python(ROOT / "scripts/long_context_tstl.py", "--runs", "runs", "--results", "results", cwd=work)
+    cmd = [sys.executable, "scripts/long_context_tstl.py", "--compare", f"{LONG}/runs/rope-s0.json", str(work / "results/runs/rope-s0.json")]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sys.stderr.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
+    return [f"{LONG}/runs/rope-s0.json against a rerun at this commit:"] + r.stdout.splitlines()
+
+
 def _head_epoch() -> str:
     return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -343,6 +365,9 @@ T3 = "reports/tisa-table3"
 TSTL = "reports/train-short-test-long"
 TSTL_RUNS = [f"{TSTL}/runs/*.json", f"{TSTL}/experiment.json"]
 TSTL_TABLES = [f"{TSTL}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{TSTL}/figure.png"]
+LONG = "reports/long-context-miniature"
+LONG_RUNS = [f"{LONG}/runs/*.json"]
+LONG_TABLES = [f"{LONG}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{LONG}/figure.png"]
 T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
 T3_TABLES = [f"{T3}/{stem}.{ext}" for stem in ("table3", "tupe", "score-by-step", "figure2")
              for ext in ("md", "csv", "json", "png")] + [f"{T3}/overview.md"]
@@ -411,6 +436,19 @@ RECIPES: tuple[Recipe, ...] = (
            make=make_tstl_tables, inputs=run_record_inputs(TSTL_RUNS)),
     Recipe("train-short-test-long-prose", "prose", [f"{TSTL}/README.md"], [*TSTL_TABLES, f"{TSTL}/experiment.json"],
            f"edit {TSTL}/README.md by hand: it quotes the tables beside it"),
+    Recipe("long-context-miniature-runs", "slow", LONG_RUNS,
+           ["scripts/long_context_tstl.py", "scripts/train_short_test_long.py", "scripts/albert_v1_v2.py", f"{TSTL}/experiment.json",
+            *TRAIN, *OBSERVE_ATTENTION, *TOEPLITZ, *READ],
+           "scripts/train_short_test_long.py --keep-runs --out runs/long-context/tstl --results runs/long-context/tstl-results, then "
+           f"scripts/long_context_tstl.py --runs runs/long-context/tstl --results {LONG} (about 90 minutes on one core; resumes)",
+           make=make_long_context_runs, inputs=both(corpus_inputs, run_record_inputs([f"{TSTL}/runs/*.json"])),
+           verify=verify_long_context),
+    Recipe("long-context-miniature-tables", "quick", LONG_TABLES,
+           ["scripts/long_context_tstl.py", "scripts/train_short_test_long.py", "posviz/util/tables.py", "posviz/util/atomic.py"],
+           f"scripts/long_context_tstl.py --phase tabulate --results {LONG}",
+           make=make_long_context_tables, inputs=run_record_inputs(LONG_RUNS)),
+    Recipe("long-context-miniature-prose", "prose", [f"{LONG}/README.md"], [*LONG_TABLES],
+           f"edit {LONG}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
                                       "reports/hidden-schemes/figure.png"],
            ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],
