@@ -205,7 +205,6 @@ class ExtrapolationResult:
         return pd.DataFrame(self.flat_records())
 
 
-
 def _by_position(r: LengthRecord) -> dict[str, Any]:
     """The record's loss by position within the window (bucketed), JSON-ready; empty without a loss."""
     found = r.loss_by_position()

@@ -108,7 +108,6 @@ class HiddenResult:
         return pd.DataFrame(self.records())
 
 
-
 # Below this hidden width the statistics after the forward (the probes' L-BFGS iterations, d x d
 # eigendecompositions and Grams of width d) are small BLAS calls, for which OpenBLAS's extra threads cost more
 # synchronisation than they save: on 2 cores the probes of one 384-wide layer took 2.5x longer with two BLAS threads
