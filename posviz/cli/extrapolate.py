@@ -30,6 +30,8 @@ def command(
     force: Annotated[bool, typer.Option("--force", help="Replace existing outputs.")] = False,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Format of the records on stdout.")] = OutputFormat.table,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
+    task: Annotated[str | None, typer.Option("--task", help="Evaluate runs of posviz train --task on their task: --lengths are then the task's own (items, digits, actions), and the records give exact match (accuracy), token accuracy and loss per length.", show_default=False)] = None,
+    examples: Annotated[int, typer.Option("--examples", min=1, help="--task: test examples per length (drawn with seed 0, hashed).")] = 100,
     exact_maps: Annotated[bool, typer.Option("--exact-maps", help="Sum eager attention maps (memory grows with n²) instead of computing the statistics in tiles while the model keeps its fast attention.")] = False,
 ) -> None:
     """Beyond the trained length: held-out loss and per-head attention entropy, sink and positional share at each length.
@@ -46,7 +48,12 @@ def command(
     length (position interpolation: every position is compressed). JSON: a list of records (model, variant, length, loss, reason,
     heads: [{layer, head, entropy, sink_mass, ...}], ...).
 
+    With --task, the models are runs of `posviz train --task` and each length is the
+    task's own: records (model, length, accuracy = exact match under greedy decoding,
+    token_accuracy, loss, heads) on the same seeded test examples for every model.
+
     Example: posviz extrapolate gpt2 --corpus docs.txt --lengths 256,512,1024,2048 -o gpt2-extrapolate.png
+    Example: posviz extrapolate runs/copy-none-tiny-s0 --task copy --lengths 10,20,30,40 --format json
     """
     from posviz.errors import OptionError
     from posviz.extrapolate.api import extrapolate
@@ -55,7 +62,10 @@ def command(
     figures, texts = split_outputs(output, force=force)
     if device_map is not None and device_map != "auto":
         raise OptionError(f"--device-map {device_map!r} is not supported", "use --device-map auto")
-    result = extrapolate(models, corpus=corpus or [DEMO_CORPUS], lengths=lengths, rope_scaling=rope_scaling or [],
+    if task is not None and (corpus or max_blocks != 8 or mask_rate != 0.15 or seed != 0 or device_map is not None):
+        raise OptionError("--corpus, --max-blocks, --mask-rate, --seed and --device-map do not apply with --task",
+                          "a task makes its own test examples (--examples)")
+    result = extrapolate(models, task=task, examples=examples, corpus=corpus or [DEMO_CORPUS], lengths=lengths, rope_scaling=rope_scaling or [],
                          extend_table=extend_table, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks or None,
                          mask_rate=mask_rate, seed=seed, device=device.value, device_map=device_map, tokenizer=tokenizer,
                          show_progress=True, exact_maps=exact_maps)
@@ -65,9 +75,9 @@ def command(
             return to_json(result.records())
         if kind == "csv":
             return to_csv(result.flat_records())
-        from posviz.cli.tables import extrapolate_table
+        from posviz.cli.tables import extrapolate_table, task_table
 
-        return extrapolate_table(result)
+        return task_table(result) if task is not None else extrapolate_table(result)
 
     for path, kind in texts:
         emit(render(kind), path)
@@ -75,8 +85,9 @@ def command(
     if figures:
         from posviz.plots.common import save_figure
         from posviz.plots.extrapolate import plot_extrapolation
+        from posviz.plots.tasks import plot_task_extrapolation
 
-        fig = plot_extrapolation(result)
+        fig = plot_task_extrapolation(result) if task is not None else plot_extrapolation(result)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

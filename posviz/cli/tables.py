@@ -274,3 +274,32 @@ def extrapolate_table(result: Any) -> str:
              f"{result.conventions}.", *protocols, *(f"[{i + 1}] {why}" for i, why in enumerate(reasons))]
     console.print("\n".join(lines), soft_wrap=False, markup=False)
     return _export(console)
+
+
+def task_table(result: Any) -> str:
+    """``posviz extrapolate --task``: one line per model and length (exact match, accuracy, loss, head means), with a footnote."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("model", "length", "trained", "tokens", "exact match", "token acc.", "loss", "norm. ent.", "sink", "pos. share"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    reasons: list[str] = []
+    for r in result.runs:
+        rows = r.head_rows()
+        mean = {k: (sum(x[k] for x in rows if x[k] is not None) / max(1, sum(x[k] is not None for x in rows))) if rows else None
+                for k in ("entropy_normalised", "sink_mass", "positional_share")}
+        if r.reason and r.reason not in reasons:
+            reasons.append(r.reason)
+        na = f"n/a [{reasons.index(r.reason) + 1}]" if r.reason else None
+        t.add_row(r.model, str(r.length), "—" if r.train_length is None else str(r.train_length), str(r.positions),
+                  na or f"{r.accuracy:.3f}", na or f"{r.token_accuracy:.3f}", na or f"{r.loss:.4f}",
+                  *("—" if v is None else f"{v:.3f}" for v in mean.values()))
+    console = Console(width=max(120, 90 + max(len(r.model) for r in result.runs)), record=True, file=io.StringIO())
+    console.print(t)
+    lines = ["length: the task's own (items, digits, actions); tokens: of the longest example ([BOS] question [SEP] answer "
+             "[EOS]); exact match: share of answers entirely right; token acc. and loss (nats): the answer and [EOS]. Then "
+             "means over the measured heads of: entropy / log(keys seen), attention to position 0 (sink), positional share.",
+             f"{result.conventions}.", *(f"[{i + 1}] {why}" for i, why in enumerate(reasons))]
+    console.print("\n".join(lines), soft_wrap=False, markup=False)
+    return _export(console)

@@ -9,8 +9,8 @@ config says about objective, table and training length (:mod:`~posviz.extrapolat
 the text budget and its windows at each length (:mod:`~posviz.extrapolate.blocks`), entropy and
 largest-weight sums (:mod:`~posviz.extrapolate.rows`), one pass at one length
 (:mod:`~posviz.extrapolate.evaluate`), the records (:mod:`~posviz.extrapolate.result`), one model
-through its variants and lengths (:mod:`~posviz.extrapolate.models`) and the entry point
-(:mod:`~posviz.extrapolate.api`). Definitions: docs/definitions.md.
+through its variants and lengths (:mod:`~posviz.extrapolate.models`), task runs on their task
+(:mod:`~posviz.extrapolate.tasks`) and the entry point (:mod:`~posviz.extrapolate.api`). Definitions: docs/definitions.md.
 """
 
 from __future__ import annotations

@@ -12,10 +12,12 @@ recorded with the model's reason. Neither stops the other lengths.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from posviz.errors import OptionError
 from posviz.extrapolate.result import ExtrapolationResult, LengthRecord
 from posviz.extrapolate.scaling import RopeScaling
+from posviz.extrapolate.tasks import TaskResult
 from posviz.train.corpus import DEMO_CORPUS
 
 #: Lengths of ``posviz extrapolate`` when none are given.
@@ -72,7 +74,9 @@ def extrapolate(
     tokenizer: str | None = None,
     show_progress: bool = False,
     exact_maps: bool = False,
-) -> ExtrapolationResult:
+    task: str | None = None,
+    examples: int = 100,
+) -> ExtrapolationResult | TaskResult:
     """Held-out loss and per-head attention statistics of ``models`` at each of ``lengths``, on the same text.
 
     Parameters
@@ -106,10 +110,12 @@ def extrapolate(
         Draw a progress bar over windows on stderr (when it is a terminal).
     exact_maps
         Sum eager attention maps instead of the default tiles of queries and keys (:mod:`posviz.observe.tiled`).
+    task, examples
+        Evaluate ``posviz train --task`` runs on their task, ``examples`` per length (:func:`task_extrapolate`).
 
     Returns
     -------
-    ExtrapolationResult
+    ExtrapolationResult, or TaskResult with ``task``
 
     Raises
     ------
@@ -130,6 +136,9 @@ def extrapolate(
     specs = [models] if isinstance(models, str) else list(models)
     if not specs:
         raise OptionError("give at least one MODEL", "for example: posviz extrapolate gpt2 --lengths 256,1024,2048")
+    if task is not None:
+        return task_extrapolate(specs, task, lengths, examples=examples, layers=layers, batch_size=batch_size, device=device,
+                                exact_maps=exact_maps, text_options=bool(rope_scaling or extend_table or stride or tokenizer))
     chosen = parse_lengths(lengths)
     scalings = list(dict.fromkeys(s if isinstance(s, RopeScaling) else parse_scaling(s) for s in rope_scaling))
     _check(batch_size, max_blocks, stride, mask_rate, chosen)
@@ -140,17 +149,50 @@ def extrapolate(
         check_scalable(spec, config, scalings)
     corpus_specs = [corpus] if isinstance(corpus, str) else list(corpus)
     texts = load_corpus(corpus_specs)
-    runs: list[LengthRecord] = []
-    budget: dict[str, int] = {}
     settings = dict(lengths=chosen, stride=stride, layers=layers, batch_size=batch_size, max_blocks=max_blocks,
                     mask_rate=mask_rate, seed=seed, device=device, device_map=device_map, tokenizer=tokenizer,
                     show_progress=show_progress, extend_table=extend_table, exact_maps=exact_maps)
-    from posviz.extrapolate.models import model_runs
-
-    for spec in specs:
-        label, tokens, records = model_runs(spec, configs[spec], texts, scalings, **settings)
-        budget[label] = tokens
-        runs += records
+    runs, budget = _text_runs(configs, texts, scalings, settings)
     return ExtrapolationResult(runs=runs, lengths=chosen, corpus=", ".join(corpus_specs), corpus_identity=corpus_identity(texts),
                                budget=budget, stride=stride, mask_rate=mask_rate, seed=seed, exact_maps=exact_maps)
 
+
+def _text_runs(configs: dict[str, Any], texts: Sequence[str], scalings: list[RopeScaling],
+               settings: dict[str, Any]) -> tuple[list[LengthRecord], dict[str, int]]:
+    """Every model at every length on the text: the records, and per model the text tokens of its budget."""
+    from posviz.extrapolate.models import model_runs
+
+    runs: list[LengthRecord] = []
+    budget: dict[str, int] = {}
+    for spec, config in configs.items():
+        label, tokens, records = model_runs(spec, config, texts, scalings, **settings)
+        budget[label] = tokens
+        runs += records
+    return runs, budget
+
+
+
+def task_extrapolate(specs: list[str], task: str, lengths: str | Sequence[int], *, examples: int, layers: Any, batch_size: int,
+                     device: str | None, exact_maps: bool, text_options: bool = False) -> TaskResult:
+    """:func:`extrapolate` with ``task``: every task run at every task length, on one test split.
+
+    ``lengths`` are the task's own (items, digits; :mod:`posviz.extrapolate.tasks`), ``examples`` test examples each.
+    ``text_options``: one of the options that apply to text only was given (``rope_scaling``, ``extend_table``,
+    ``stride``, ``tokenizer``), which is refused.
+    """
+    if text_options:
+        raise OptionError("--rope-scaling, --extend-table, --stride and --tokenizer do not apply with --task")
+    from posviz.extrapolate.tasks import TEST_SEED, parse_task_lengths, run_task, task_model_records
+    from posviz.tasks import make_split
+
+    chosen = parse_task_lengths(task, lengths)
+    if examples < 1 or batch_size < 1:
+        raise OptionError("--examples and --batch-size must be at least 1")
+    for spec in specs:  # every model is checked before any runs
+        run_task(spec, task)
+    runs = []
+    for spec in specs:
+        runs += task_model_records(spec, task, chosen, examples=examples, layers=layers, batch_size=batch_size, device=device,
+                                   exact_maps=exact_maps)
+    data = make_split(task, chosen, examples, seed=TEST_SEED, purpose="test").identity()
+    return TaskResult(runs=runs, task=task, lengths=chosen, examples=examples, data=data, exact_maps=exact_maps)

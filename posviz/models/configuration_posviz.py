@@ -15,12 +15,11 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from posviz.models.schemes.plugins import BUILT_IN, known_schemes, plugin_names
 from posviz.read.families import POSVIZ_MODEL_TYPE
 
-#: Positional schemes the model builder supports.
-SCHEMES: tuple[str, ...] = (
-    "absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi", "rope", "sinusoidal",
-)
+#: Positional schemes the model builder supports (besides those of other packages, :mod:`posviz.models.schemes.plugins`).
+SCHEMES: tuple[str, ...] = BUILT_IN
 
 #: Schemes that add a learned absolute table E_P to the input (as ALBERT does).
 ABSOLUTE_SCHEMES: tuple[str, ...] = ("absolute", "absolute+tisa")
@@ -118,8 +117,8 @@ class PosvizAlbertConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs: Any,
     ) -> None:
-        if position_scheme not in SCHEMES:
-            raise ValueError(f"position_scheme must be one of {', '.join(SCHEMES)}, got {position_scheme!r}")
+        if position_scheme not in SCHEMES and position_scheme not in plugin_names():
+            raise ValueError(f"position_scheme must be one of {', '.join(known_schemes())}, got {position_scheme!r}")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}")
         if num_hidden_layers % num_hidden_groups:

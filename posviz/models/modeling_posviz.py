@@ -34,6 +34,7 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
 from posviz.models.schemes import TisaScores, build_position_scores
+from posviz.models.schemes.plugins import is_plugin_module
 from posviz.models.schemes.rope import RotaryEmbedding, apply_rotary
 from posviz.models.schemes.sinusoidal import SinusoidalPositions
 from posviz.util.compat import weight_init
@@ -290,6 +291,8 @@ class PosvizPreTrainedModel(PreTrainedModel):
         elif hasattr(module, "derived_buffers"):  # T5 buckets, ALiBi slopes, TUPE-R bucket ids
             for name, value in module.derived_buffers().items():
                 init.copy_(getattr(module, name), value)
+        elif is_plugin_module(module) and hasattr(module, "reset_parameters"):  # a scheme of another package
+            module.reset_parameters()
 
 
 class PosvizModel(PosvizPreTrainedModel):

@@ -55,6 +55,8 @@ class _SafetensorsFile:
         try:
             if sl.get_dtype() == "BF16":
                 return self._read_bf16(name, rows)
+            if not sl.get_shape():  # a scalar (a plugin scheme's learned constant): nothing to slice
+                return np.asarray(self._f.get_tensor(name))
             return np.asarray(sl[rows] if rows is not None else sl[:])
         except CheckpointError:
             raise

@@ -10,7 +10,7 @@ their own symbol vocabulary, and a content hash of every generated split.
 
 from __future__ import annotations
 
-from posviz.tasks.data import TaskSplit, make_split, task_vocabulary
+from posviz.tasks.data import TaskSplit, make_split, task_lengths, task_positions, task_vocabulary
 from posviz.tasks.generators import TASKS, Task, get_task
 
-__all__ = ["TASKS", "Task", "TaskSplit", "get_task", "make_split", "task_vocabulary"]
+__all__ = ["TASKS", "Task", "TaskSplit", "get_task", "make_split", "task_lengths", "task_positions", "task_vocabulary"]

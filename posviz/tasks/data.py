@@ -5,8 +5,8 @@ the task, the split's purpose, the seed and the length (so that adding a length 
 examples). Its identity is the SHA-256 of its examples as canonical JSON: a run records it, and a result made from
 other data is refused by comparing it.
 
-The vocabulary is fixed per task: ``[PAD]``, ``[BOS]``, ``[SEP]`` (between question and answer), ``[EOS]``, then
-the task's symbols in their listed order. A sequence is ``[BOS] question [SEP] answer [EOS]``; the loss and the
+The vocabulary is fixed per task: ``[PAD]``, ``[BOS]``, ``[SEP]`` (between question and answer), ``[EOS]``, ``[UNK]``
+(never in a task's data: what a tokenizer of the task makes of other text), then the task's symbols in their listed order. A sequence is ``[BOS] question [SEP] answer [EOS]``; the loss and the
 exact match are on the answer and ``[EOS]``.
 """
 
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from posviz.errors import OptionError
 from posviz.tasks.generators import Example, get_task
+from posviz.tasks.scan import REACHABLE
 
-SPECIALS = ("[PAD]", "[BOS]", "[SEP]", "[EOS]")
+SPECIALS = ("[PAD]", "[BOS]", "[SEP]", "[EOS]", "[UNK]")
 
 
 def task_vocabulary(name: str) -> dict[str, int]:
@@ -95,3 +96,18 @@ def make_split(task: str, lengths: Sequence[int], count: int, *, seed: int = 0, 
         examples[n] = [spec.draw(rng, n) for _ in range(count)]
     digest = hashlib.sha256(_canonical(task, examples)).hexdigest()
     return TaskSplit(task=task, purpose=purpose, seed=seed, examples=examples, sha256=digest)
+
+
+def task_positions(task: str, test_length: int) -> int:
+    """The positions a model needs for ``task`` up to ``test_length``: the longest question and answer, plus
+    ``[BOS]``, ``[SEP]`` and ``[EOS]``."""
+    return get_task(task).span(test_length) + 3
+
+
+def task_lengths(task: str, longest: int) -> list[int]:
+    """Every length of ``task`` from its shortest to ``longest`` (SCAN: those some command reaches)."""
+    spec = get_task(task)
+    lengths = [n for n in range(spec.min_length, longest + 1) if task != "scan" or n in REACHABLE]
+    if not lengths:
+        raise OptionError(f"task {task}: no length from {spec.min_length} to {longest}")
+    return lengths

@@ -40,6 +40,9 @@ class Task:
         ``draw(rng, length)``: one example of that length.
     what
         What its length counts, for messages and tables.
+    span
+        ``span(length)``: the most symbols that question and answer together have at that length (the model's
+        positions must cover it, plus the three special tokens, at the longest length tested).
     """
 
     name: str
@@ -49,6 +52,7 @@ class Task:
     min_length: int
     draw: Callable[[random.Random, int], Example]
     what: str
+    span: Callable[[int], int]
 
 
 def _copy(rng: random.Random, n: int) -> Example:
@@ -94,12 +98,12 @@ def _scan(rng: random.Random, n: int) -> Example:
 
 
 TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("copy", LETTERS, 20, 40, 1, _copy, "items"),
-    Task("reverse", LETTERS, 20, 40, 1, _reverse, "items"),
-    Task("addition", (*DIGITS, "+"), 8, 16, 1, _addition, "digits per addend"),
-    Task("parity", ("0", "1"), 8, 16, 1, _parity, "bits"),
-    Task("sorting", DIGITS, 8, 16, 1, _sorting, "items"),
-    Task("scan", (*scan.COMMAND_WORDS, *scan.ACTIONS), 22, 48, 1, _scan, "actions"),
+    Task("copy", LETTERS, 20, 40, 1, _copy, "items", lambda n: 2 * n),
+    Task("reverse", LETTERS, 20, 40, 1, _reverse, "items", lambda n: 2 * n),
+    Task("addition", (*DIGITS, "+"), 8, 16, 1, _addition, "digits per addend", lambda n: 3 * n + 2),  # a+b, and a carry
+    Task("parity", ("0", "1"), 8, 16, 1, _parity, "bits", lambda n: n + 1),
+    Task("sorting", DIGITS, 8, 16, 1, _sorting, "items", lambda n: 2 * n),
+    Task("scan", (*scan.COMMAND_WORDS, *scan.ACTIONS), 22, 48, 1, _scan, "actions", lambda n: n + scan.MAX_WORDS),
 )}
 
 

@@ -24,6 +24,8 @@ COMMAND_WORDS = (*PRIMITIVES, "turn", *TURNS, "opposite", "around", "twice", "th
 ACTIONS = (*PRIMITIVES.values(), *TURNS.values())
 #: The most actions one command can denote: (around: 8) x thrice, twice over ("and").
 MAX_ACTIONS = 48
+#: The most words of one command: two phrases of four ("walk opposite left thrice") and their join.
+MAX_WORDS = 9
 
 
 def _reachable() -> frozenset[int]:

@@ -9,7 +9,8 @@ checkpoint. This module imports no torch: plots read runs cheaply.
 
 Record fields: ``step``, ``train_loss`` (latest logged at or before ``step``),
 ``eval_loss``, ``eval_accuracy`` (masked-token accuracy on the fixed, pre-masked
-held-out set), ``toeplitzness_ep`` / ``toeplitzness_ep_offdiag`` / ``null_ep`` /
+held-out set; a task run: answer-token accuracy, with ``eval_exact_match``, the share of
+answers entirely right), ``toeplitzness_ep`` / ``toeplitzness_ep_offdiag`` / ``null_ep`` /
 ``excess_ep`` (R² of P = E_P E_Pᵀ, full and off-diagonal variants, the
 full variant's row-permutation null mean and its excess), ``null_ep_offdiag`` /
 ``excess_ep_offdiag`` (the same for the off-diagonal variant; all E_P fields are
@@ -75,6 +76,8 @@ def evaluation_records(log_history: Iterable[Mapping[str, Any]]) -> list[dict[st
             "eval_loss": float(e["eval_loss"]),
             "eval_accuracy": e.get("eval_accuracy"),
         }
+        if "eval_exact_match" in e:  # a task run (posviz train --task): answers entirely right
+            rec["eval_exact_match"] = e["eval_exact_match"]
         rec.update({k: e[k] for k in _POSVIZ_KEYS if k in e})
         records.append(rec)
     return records

@@ -74,7 +74,10 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
     start_step = checkpoint_step(checkpoint) if checkpoint else 0
 
     # -- data (the main process first: it writes run.json and the tokenizer the others read) --
-    data = main_first(args, lambda: prepare_run_data(options, resume=resume, main=main, world_size=args.world_size))
+    prepare = prepare_run_data
+    if options.task is not None:  # an algorithmic task instead of text
+        from posviz.train.task_data import prepare_task_data as prepare
+    data = main_first(args, lambda: prepare(options, resume=resume, main=main, world_size=args.world_size))
     tokenizer, train_set, eval_set, run_info = data
 
     # -- model --
@@ -88,14 +91,21 @@ def train(options: TrainOptions, *, resume: bool = False, on_update: Callable[[s
                             "device": device, "resumed_from": checkpoint, "steps": options.steps, "start": start_step})
 
     # -- Trainer --
+    if options.task is not None:  # answer-only loss on padded examples; accuracy and exact match on the answer
+        from posviz.train.task_data import TaskCollator, task_metrics
+
+        collator, metrics = TaskCollator(tokenizer.pad_token_id), task_metrics
+    else:
+        collator = CausalCollator(tokenizer) if causal else MlmCollator(tokenizer, options.seed)
+        metrics = next_token_accuracy if causal else masked_accuracy
     trainer = Trainer(
         model=model,
         args=args,
         train_dataset=train_set,
         eval_dataset=eval_set,
-        data_collator=CausalCollator(tokenizer) if causal else MlmCollator(tokenizer, options.seed),
+        data_collator=collator,
         **trainer_tokenizer_kwargs(tokenizer),
-        compute_metrics=next_token_accuracy if causal else masked_accuracy,
+        compute_metrics=metrics,
         preprocess_logits_for_metrics=argmax_logits,
         callbacks=make_callbacks(options.out, run_info, on_update),
     )

@@ -26,7 +26,10 @@ OBJECTIVES = ("mlm", "causal")
 FIXED_OPTIONS = (
     "scheme", "corpus", "tokenizer", "size", "seq_len", "seed", "batch_size", "learning_rate", "vocab_size",
     "tisa_kernels", "shared_layers", "dropout", "train_fraction", "objective", "rope_base", "rotary_fraction",
+    "task", "train_length", "test_length", "task_examples",
 )
+#: Options of a task run (``--task``), absent from the ``run.json`` of a run trained on text.
+TASK_OPTIONS = ("task", "train_length", "test_length", "task_examples")
 
 
 @dataclass
@@ -36,7 +39,8 @@ class TrainOptions:
     Attributes
     ----------
     scheme
-        Positional scheme (see :data:`posviz.models.SCHEMES`).
+        Positional scheme (see :data:`posviz.models.SCHEMES`), or one installed under the ``posviz.schemes``
+        entry-point group (:mod:`posviz.models.schemes.plugins`).
     corpus
         Corpus specs (see :mod:`posviz.train.corpus`).
     out
@@ -75,6 +79,15 @@ class TrainOptions:
     rope_base, rotary_fraction
         RoPE's base (``rope_theta``) and the share of each head's dimensions that
         rotate (``partial_rotary_factor``); used by ``scheme="rope"`` only.
+    task
+        An algorithmic task (:data:`posviz.tasks.TASKS`) instead of a corpus: a causal LM
+        whose loss is on the answer (:mod:`posviz.train.task_data`). ``corpus`` is then
+        empty, ``objective`` causal, and ``seq_len`` the positions ``test_length`` needs.
+    train_length, test_length
+        The task's longest length trained on (every length up to it) and the longest the
+        model's positions cover (defaults: the task's, Kazemnejad et al.'s splits).
+    task_examples
+        Training examples per length.
     """
 
     scheme: str
@@ -100,18 +113,25 @@ class TrainOptions:
     objective: str = "mlm"
     rope_base: float = 10000.0
     rotary_fraction: float = 1.0
+    task: str | None = None
+    train_length: int | None = None
+    test_length: int | None = None
+    task_examples: int = 1000
 
     def __post_init__(self) -> None:
-        from posviz.models.configuration_posviz import SCHEMES, SIZES
+        from posviz.models.configuration_posviz import SIZES
+        from posviz.models.schemes.plugins import BUILT_IN, known_schemes, load_plugin
 
         self.out = Path(self.out)
         self.corpus = list(self.corpus)
+        if self.task is not None:
+            self._task_defaults()
         if self.learning_rate is None:
             self.learning_rate = LEARNING_RATES.get(self.size, 1e-4)
         if self.save_every is None:
             self.save_every = self.eval_every
         checks = [
-            (self.scheme in SCHEMES, f"unknown scheme {self.scheme!r}", f"choose one of {', '.join(SCHEMES)}"),
+            (self.scheme in known_schemes(), f"unknown scheme {self.scheme!r}", f"choose one of {', '.join(known_schemes())}"),
             (self.size in SIZES, f"unknown size {self.size!r}", f"choose one of {', '.join(SIZES)}"),
             (self.precision in PRECISIONS, f"unknown precision {self.precision!r}", f"choose one of {', '.join(PRECISIONS)}"),
             (self.steps >= 1, "--steps must be at least 1", None),
@@ -131,6 +151,8 @@ class TrainOptions:
         for ok, message, hint in checks:
             if not ok:
                 raise OptionError(message, hint)
+        if self.scheme not in BUILT_IN:  # another package's scheme: it must import before anything is written
+            load_plugin(self.scheme)
         head_dim = SIZES[self.size]["hidden_size"] // SIZES[self.size]["num_attention_heads"]
         rotated = int(head_dim * self.rotary_fraction)
         if self.scheme == "rope" and (rotated < 2 or rotated % 2):
@@ -138,10 +160,32 @@ class TrainOptions:
                               f"{self.size} head; RoPE rotates pairs, so it must be an even number (at least 2)",
                               f"for example --rotary-fraction {max(2, rotated - rotated % 2) / head_dim:g}")
 
+    def _task_defaults(self) -> None:
+        """A task run: its lengths (the task's defaults), the causal objective, the positions the test length needs."""
+        from posviz.tasks import get_task, task_positions
+
+        spec = get_task(self.task)
+        self.train_length = spec.train_length if self.train_length is None else self.train_length
+        self.test_length = max(spec.test_length, self.train_length) if self.test_length is None else self.test_length
+        if self.corpus:
+            raise OptionError("a --task run reads no corpus", "drop --corpus, or drop --task")
+        if self.train_length < spec.min_length:
+            raise OptionError(f"--train-length {self.train_length}: task {self.task} starts at {spec.min_length} {spec.what}")
+        if self.test_length < self.train_length:
+            raise OptionError(f"--test-length {self.test_length} is below --train-length {self.train_length}",
+                              "the model's positions must cover the trained lengths; test lengths beyond them measure length generalisation")
+        if self.task_examples < 1:
+            raise OptionError(f"--examples {self.task_examples}: need at least 1 per length")
+        self.objective = "causal"
+        self.seq_len = task_positions(self.task, self.test_length)
+
     def to_json(self) -> dict[str, Any]:
-        """Plain-JSON dict of the options (``run.json``)."""
+        """Plain-JSON dict of the options (``run.json``); the task options only for a task run."""
         d = dataclasses.asdict(self)
         d["out"] = str(self.out)
+        if self.task is None:
+            for key in TASK_OPTIONS:
+                d.pop(key)
         return d
 
 
@@ -231,6 +275,6 @@ def model_config(options: TrainOptions, tokenizer: Any):
         attention_probs_dropout_prob=options.dropout,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
+        eos_token_id=tokenizer.eos_token_id if options.task else tokenizer.sep_token_id,  # a task's answer ends in [EOS]
         **SIZES[options.size],
     )

@@ -112,6 +112,10 @@ def summary_lines(result: TrainResult) -> list[str]:
         f"{'next' if o.objective == 'causal' else 'masked'}-token accuracy {arrow('eval_accuracy')}"
         + (f"  (steps {first.get('step')} → {last.get('step')})" if r else ""),
     ]
+    if o.task is not None:  # a task run: the loss and accuracy are on the answer
+        lines[-1] = (f"eval        task {o.task}, lengths up to {o.train_length}: answer loss {arrow('eval_loss')}, answer-token "
+                     f"accuracy {arrow('eval_accuracy')}, exact match {arrow('eval_exact_match')}"
+                     + (f"  (steps {first.get('step')} → {last.get('step')})" if r else ""))
     if last.get("toeplitzness_ep") is not None:  # the headline variant first (posviz.toeplitz.headline)
         lines.append(
             f"E_P         Toeplitzness (off-diagonal R²) {arrow('toeplitzness_ep_offdiag')}, null {arrow('null_ep_offdiag')}, "

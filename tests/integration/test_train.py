@@ -198,7 +198,7 @@ def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
         (["--resume", "--out", str(tmp / "never")], "no run to resume"),
         (["--resume", "--out", str(existing), "--scheme", "tupe-a"], "cannot change --scheme"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--precision", "fp16", "--out", str(tmp / "o3")], "needs a CUDA GPU"),
-        (["--scheme", "spiral", "--corpus", str(corpus), "--out", str(tmp / "o4")], "Invalid value"),
+        (["--scheme", "spiral", "--corpus", str(corpus), "--out", str(tmp / "o4")], "unknown scheme 'spiral'"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--seq-len", "4", "--out", str(tmp / "o5")], "Invalid value"),
         (["--scheme", "tisa", "--corpus", str(tiny), "--out", str(tmp / "o6")], "corpus is too small"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--dropout", "-0.1", "--out", str(tmp / "o7")], "--dropout must be at least 0 and below 1"),

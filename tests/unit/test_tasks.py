@@ -48,6 +48,7 @@ def test_answers_and_lengths(task):
             assert answer == _answer(task, question)
             assert _length(task, question, answer) == n
             assert set(question) | set(answer) <= set(spec.symbols)
+            assert len(question) + len(answer) <= spec.span(n)
 
 
 def test_addition_addends_have_exactly_their_digits_and_carries_happen():
@@ -77,12 +78,19 @@ def test_a_split_is_the_same_everywhere():
 
 def test_encode_marks_where_the_answer_starts():
     vocab = task_vocabulary("reverse")
-    assert list(vocab)[:4] == ["[PAD]", "[BOS]", "[SEP]", "[EOS]"] and len(vocab) == 4 + 16
+    assert list(vocab)[:5] == ["[PAD]", "[BOS]", "[SEP]", "[EOS]", "[UNK]"] and len(vocab) == 5 + 16
     split = make_split("reverse", [4], 2, seed=0)
     (ids, start), _ = split.encode(4)
     question, answer = split.examples[4][0]
     back = {i: s for s, i in vocab.items()}
     assert [back[i] for i in ids] == ["[BOS]", *question, "[SEP]", *answer, "[EOS]"] and start == len(question) + 2
+
+
+def test_span_is_reached():
+    """The bound of question plus answer is tight where the task can reach it (a carry; SCAN's longest commands)."""
+    for task in TASKS:
+        split = make_split(task, [8], 3000, seed=0)
+        assert max(len(q) + len(a) for q, a in split.examples[8]) == TASKS[task].span(8), task
 
 
 def test_scan_lengths_are_exactly_those_some_command_reaches():

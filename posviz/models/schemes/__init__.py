@@ -27,7 +27,8 @@ sinusoidal    fixed table + input                       any length
 Fixed tables (T5 bucket ids, ALiBi slopes, TUPE-R bucket ids) are computed by
 :mod:`posviz.schemes`, the numpy math the analysis uses too, and registered as
 non-persistent buffers; a module that has them offers ``derived_buffers()``,
-which the model's weight initialisation calls again. See ARCHITECTURE.md.
+which the model's weight initialisation calls again. Schemes of other packages join through the ``posviz.schemes``
+entry-point group (:mod:`posviz.models.schemes.plugins`). See ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 from torch import nn
 
 from posviz.models.schemes.alibi import AlibiScores
+from posviz.models.schemes.plugins import BUILT_IN, build_plugin
 from posviz.models.schemes.t5 import T5Scores
 from posviz.models.schemes.tisa import TisaScores
 from posviz.models.schemes.tupe import TupeScores
@@ -43,7 +45,8 @@ __all__ = ["AlibiScores", "T5Scores", "TisaScores", "TupeScores", "build_positio
 
 
 def build_position_scores(config) -> nn.Module | None:
-    """The positional-score module a config asks for (``None`` for ``absolute``, ``none``, ``rope``, ``sinusoidal``).
+    """The positional-score module a config asks for (``None`` for ``absolute``, ``none``, ``rope``, ``sinusoidal``;
+    a plugin scheme's class for a name posviz does not have).
 
     Parameters
     ----------
@@ -69,4 +72,6 @@ def build_position_scores(config) -> nn.Module | None:
                         config.relative_attention_max_distance, bidirectional=not getattr(config, "is_causal", False))
     if scheme == "alibi":
         return AlibiScores(heads)
+    if scheme not in BUILT_IN:  # a scheme of another package (posviz.schemes entry points)
+        return build_plugin(config)
     return None
