@@ -1,0 +1,70 @@
+"""scripts/length_generalisation.py end to end at a toy budget: task runs trained and tested past their length, results
+kept and resumed from, tables and the MRR ranking, and results made from other data or another budget refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+TOY = ["--tasks", "parity", "--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval-every", "2",
+       "--batch-size", "8", "--examples", "6"]
+
+
+def run(tmp_path: Path, *extra: str, toy: list[str] = TOY) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPTS / "length_generalisation.py"), "--out", str(tmp_path / "runs"),
+           "--results", str(tmp_path / "results"), *toy, *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
+    first = run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    results = tmp_path / "results"
+    assert sorted(p.name for p in (results / "runs").iterdir()) == ["parity-absolute-s0.json", "parity-alibi-s0.json"]
+    assert not (tmp_path / "runs" / "parity-alibi-s0").exists()  # checkpoints deleted once the results are kept
+    alibi = json.loads((results / "runs" / "parity-alibi-s0.json").read_text())
+    assert [r["length"] for r in alibi["extrapolate"]] == [2, 4, 6, 8, 10, 12, 14, 16]
+    assert all(r["train_length"] == 8 and r["accuracy"] is not None for r in alibi["extrapolate"])
+    absolute = json.loads((results / "runs" / "parity-absolute-s0.json").read_text())
+    assert absolute["test_data"]["sha256"] == alibi["test_data"]["sha256"]
+    table = json.loads((results / "table.json").read_text())
+    assert {r["scheme"] for r in table["rows"]} == {"absolute", "alibi"} and (results / "figure.png").stat().st_size > 10_000
+    # resumes from the results alone; another budget is refused before anything trains
+    again = run(tmp_path)
+    assert again.returncode == 0 and "training" not in again.stderr
+    other = run(tmp_path, "--steps", "6", "--eval-every", "3", toy=[a for a in TOY if a not in ("--steps", "4", "--eval-every", "2")])
+    assert other.returncode != 0 and "steps" in other.stderr
+
+
+def test_runs_from_other_data_are_refused(tmp_path):
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    base = {"settings": {"task": "copy", "task_data": {"train": {"sha256": "a"}}, "size": "tiny", "steps": 10, "batch_size": 8,
+                         "train_length": 20}, "test_data": {"sha256": "t"}, "extrapolate": []}
+    (runs / "copy-none-s0.json").write_text(json.dumps({**base, "run": "copy-none-s0"}))
+    (runs / "copy-rope-s0.json").write_text(json.dumps({**base, "run": "copy-rope-s0", "test_data": {"sha256": "u"}}))
+    with pytest.raises(SystemExit, match="differ in data or budget"):
+        lg.load_runs(tmp_path)
+
+
+def test_mean_reciprocal_rank_as_kazemnejad_et_al():
+    """Per learnt task and seed, 1 / rank by exact match beyond the trained length (ties share the better rank)."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    rows = [{"task": "copy", "scheme": "none", "beyond_by_seed": [0.9, 0.2]},
+            {"task": "copy", "scheme": "rope", "beyond_by_seed": [0.5, 0.2]},
+            {"task": "copy", "scheme": "t5", "beyond_by_seed": [0.1, 0.6]},
+            {"task": "parity", "scheme": "none", "beyond_by_seed": [0.0]}]
+    mrr = lg.mean_reciprocal_rank(rows, {"copy": True, "parity": False})
+    assert mrr == pytest.approx({"none": (1 + 1 / 2) / 2, "rope": (1 / 2 + 1 / 2) / 2, "t5": (1 / 3 + 1) / 2})
