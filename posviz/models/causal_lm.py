@@ -1,7 +1,7 @@
 """The posviz model as a causal language model: the same body and head, the next token as the target.
 
 :class:`PosvizForCausalLM` is :class:`~posviz.models.modeling_posviz.PosvizForMaskedLM`
-with the config's ``is_causal`` set (query ``i`` sees keys ``j <= i``) and the
+(its subclass) with the config's ``is_causal`` set (query ``i`` sees keys ``j <= i``) and the
 labels shifted inside the model, as Hugging Face causal LMs do: the logits at
 position ``i`` are scored against the token at ``i + 1``. Module and parameter
 names are those of the masked LM (``albert.*``, ``predictions.*``, the decoder
@@ -13,34 +13,22 @@ decoder's unidirectional buckets, and scheme ``none`` is NoPE. See ARCHITECTURE.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 from transformers.modeling_outputs import CausalLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
-from posviz.models.modeling_posviz import PosvizMLMHead, PosvizModel, PosvizPreTrainedModel
+from posviz.models.modeling_posviz import PosvizForMaskedLM, token_loss
 
 
 def next_token_loss(
     logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Cross-entropy of ``logits[:, i]`` against ``labels[:, i + 1]``, over labels ``!= -100``.
-
-    ``num_items_in_batch`` (passed by ``Trainer``) makes it a sum divided by that
-    count, so gradient accumulation gives the gradient of one large batch.
-    """
-    flat = logits[:, :-1].reshape(-1, logits.shape[-1]).float()  # (B (n-1), vocab)
-    target = labels[:, 1:].reshape(-1).to(flat.device)
-    if num_items_in_batch is None:
-        return F.cross_entropy(flat, target, ignore_index=-100)
-    loss = F.cross_entropy(flat, target, ignore_index=-100, reduction="sum")
-    if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(loss.device)
-    return loss / num_items_in_batch
+    """Cross-entropy of ``logits[:, i]`` against ``labels[:, i + 1]``, over labels ``!= -100``
+    (:func:`~posviz.models.modeling_posviz.token_loss` of the shifted pair)."""
+    return token_loss(logits[:, :-1], labels[:, 1:], num_items_in_batch)
 
 
-class PosvizForCausalLM(PosvizPreTrainedModel):
-    """The encoder under a causal mask with ALBERT's LM head; loss is the next-token cross-entropy.
+class PosvizForCausalLM(PosvizForMaskedLM):
+    """The masked LM's body and head under a causal mask; loss is the next-token cross-entropy.
 
     Parameters
     ----------
@@ -48,29 +36,9 @@ class PosvizForCausalLM(PosvizPreTrainedModel):
         Its ``is_causal`` is set to ``True`` (a config saved by this class says so).
     """
 
-    accepts_loss_kwargs = True
-
-    _tied_weights_keys = {
-        "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-        "predictions.decoder.bias": "predictions.bias",
-    }
-
     def __init__(self, config: PosvizAlbertConfig) -> None:
         config.is_causal = True
         super().__init__(config)
-        self.albert = PosvizModel(config)
-        self.predictions = PosvizMLMHead(config)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.albert.embeddings.word_embeddings
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.predictions.decoder = new_embeddings
-        self.predictions.bias = new_embeddings.bias
 
     def forward(
         self,

@@ -102,6 +102,21 @@ class PosvizAttention(nn.Module):
         self.attention_probs = nn.Identity()
         self.config = config
 
+    def queries_keys(self, hidden_states: torch.Tensor,
+                     rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The queries and keys ``(B, H, n, d_h)`` of :meth:`forward`: projected, split into heads, RoPE-rotated.
+
+        One definition for the model and for ``posviz attention``, which forms them again from a forward pre-hook to
+        compute its statistics in tiles (:mod:`posviz.observe.tiled.capture`).
+        """
+        b, n, _ = hidden_states.shape
+        shape = (b, n, self.num_attention_heads, self.attention_head_size)
+        q = self.query(hidden_states).view(shape).transpose(1, 2)  # (B, n, hidden) -> (B, H, n, d_h)
+        k = self.key(hidden_states).view(shape).transpose(1, 2)
+        if rotary is not None:  # RoPE: q and k rotated by position, before either attention path
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        return q, k
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -112,12 +127,8 @@ class PosvizAttention(nn.Module):
         """``attention_bias``: the additive mask (positional scores, padding, causal mask);
         ``rotary``: RoPE's ``(cos, sin)``; ``is_causal``: mask ``j > i`` here (only when no bias carries the mask)."""
         b, n, _ = hidden_states.shape
-        shape = (b, n, self.num_attention_heads, self.attention_head_size)
-        q = self.query(hidden_states).view(shape).transpose(1, 2)  # (B, n, hidden) -> (B, H, n, d_h)
-        k = self.key(hidden_states).view(shape).transpose(1, 2)
-        v = self.value(hidden_states).view(shape).transpose(1, 2)
-        if rotary is not None:  # RoPE: q and k rotated by position, before either attention path
-            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        q, k = self.queries_keys(hidden_states, rotary)
+        v = self.value(hidden_states).view(b, n, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
         if attention_bias is not None and attention_bias.dtype != q.dtype:
             attention_bias = attention_bias.to(q.dtype)
         if getattr(self.config, "_attn_implementation", None) == "eager":
@@ -383,14 +394,20 @@ class PosvizForMaskedLM(PosvizPreTrainedModel):
         """
         hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
         logits = self.predictions(hidden)  # (B, n, vocab)
-        loss = None
-        if labels is not None:
-            flat = logits.view(-1, logits.shape[-1]).float()
-            if num_items_in_batch is None:
-                loss = F.cross_entropy(flat, labels.view(-1), ignore_index=-100)
-            else:
-                loss = F.cross_entropy(flat, labels.view(-1), ignore_index=-100, reduction="sum")
-                if torch.is_tensor(num_items_in_batch):
-                    num_items_in_batch = num_items_in_batch.to(loss.device)
-                loss = loss / num_items_in_batch
+        loss = None if labels is None else token_loss(logits, labels, num_items_in_batch)
         return MaskedLMOutput(loss=loss, logits=logits)
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy of ``logits`` ``(..., vocab)`` against ``labels`` ``(...)`` over labels ``!= -100``.
+
+    ``num_items_in_batch`` (passed by ``Trainer``) makes it a sum divided by that count, so that gradient
+    accumulation gives the gradient of one large batch.
+    """
+    flat, target = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).to(logits.device)
+    if num_items_in_batch is None:
+        return F.cross_entropy(flat, target, ignore_index=-100)
+    loss = F.cross_entropy(flat, target, ignore_index=-100, reduction="sum")
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss / num_items_in_batch

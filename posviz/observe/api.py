@@ -111,13 +111,11 @@ class AttentionResult:
                 out.append(r)
         return out
 
-
     def to_frame(self) -> Any:
         """The records as a pandas DataFrame, one row per (layer, head)."""
         import pandas as pd
 
         return pd.DataFrame(self.records())
-
 
 
 def _long_context_fields(s: TiledHeadAttention, h: int, eps: float) -> dict[str, Any]:

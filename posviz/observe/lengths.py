@@ -19,19 +19,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from posviz.errors import UnsupportedModelError
+from posviz.read.families import config_value
 
 #: Families whose learned table numbers positions from ``padding_idx + 1``.
 _PADDING_OFFSET = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text"}
 
 
-def config_value(config: Any, *names: str) -> Any:
-    """The first of ``names`` that ``config`` sets (not ``None``), else ``None``: families name one setting differently."""
-    return next((getattr(config, n) for n in names if getattr(config, n, None) is not None), None)
-
-
 def max_positions(config: Any) -> int | None:
     """The declared length of a ``PretrainedConfig``, less padding rows; ``None`` when it declares none."""
-    limit = config_value(config, "max_position_embeddings", "n_positions")
+    limit = config_value(config, ("max_position_embeddings", "n_positions"))
     if limit is None or getattr(config, "is_encoder_decoder", False):
         return None
     if config.model_type in _PADDING_OFFSET:
@@ -86,8 +82,7 @@ def table_length(config: Mapping[str, Any], declared: int | None) -> int | None:
 
 def training_length(config: Mapping[str, Any], declared: int | None) -> int | None:
     """The length the model was trained at (module docstring); ``None`` when nothing says."""
-    for key in ("rope_parameters", "rope_scaling"):
-        params = config.get(key)
-        if isinstance(params, Mapping) and params.get("original_max_position_embeddings"):
-            return int(params["original_max_position_embeddings"])
-    return declared
+    from posviz.schemes.rope import original_length
+
+    original = original_length(config)
+    return declared if original is None else original

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import OptionError, SourceError, UnsupportedModelError
-from posviz.observe.lengths import config_value, max_positions, table_length, training_length
+from posviz.observe.lengths import max_positions, table_length, training_length
+from posviz.read.families import config_value
 
 
 @dataclass
@@ -172,8 +173,8 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     if device_map is None and device:
         model = _to_device(model, device)
     model.eval()
-    layers = config_value(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = config_value(config, "num_attention_heads", "n_head", "num_heads")
+    layers = config_value(config, ("num_hidden_layers", "n_layer", "num_layers"))
+    heads = config_value(config, ("num_attention_heads", "n_head", "num_heads"))
     tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
     declared, as_dict = max_positions(config), config.to_dict()
     return LoadedModel(model=model, tokenizer=tok, label=label, num_layers=int(layers), num_heads=int(heads),

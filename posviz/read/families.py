@@ -27,11 +27,15 @@ LAYER_KEYS: tuple[str, ...] = ("num_hidden_layers", "n_layer", "n_layers", "num_
 HEAD_KEYS: tuple[str, ...] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 
 
-def config_value(config: Mapping[str, Any], keys: Iterable[str], default: Any = None) -> Any:
-    """The value of the first of ``keys`` present (and not ``None``) in ``config``, else ``default``."""
+def config_value(config: Mapping[str, Any] | Any, keys: Iterable[str], default: Any = None) -> Any:
+    """The value of the first of ``keys`` present (and not ``None``) in ``config``, else ``default``.
+
+    ``config`` is a config dict or a ``PretrainedConfig`` (read by attribute): families name one setting differently.
+    """
+    get = config.get if isinstance(config, Mapping) else (lambda k: getattr(config, k, None))
     for k in keys:
-        if config.get(k) is not None:
-            return config[k]
+        if get(k) is not None:
+            return get(k)
     return default
 
 

@@ -48,6 +48,19 @@ def new_page(title: str, subtitle: str | None = None, *, bookmark: str | None = 
     return fig
 
 
+def captioned_page(title: str, subtitle: str, bookmark: str, caption: str):
+    """A report page with a caption under its title, its content area laid out by matplotlib's constrained engine."""
+    fig = new_page(title, subtitle, bookmark=bookmark)
+    text = "\n".join(wrap_text(caption, MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE))
+    fig.text(MARGIN_LEFT, CONTENT_TOP + 0.005, text, fontsize=SMALL_SIZE, color="0.25", va="top", linespacing=1.4)
+    lines = text.count("\n") + 1
+    top = CONTENT_TOP - 0.02 * lines - 0.01
+    fig.set_layout_engine(
+        "constrained", rect=(MARGIN_LEFT, CONTENT_BOTTOM, MARGIN_RIGHT - MARGIN_LEFT, top - CONTENT_BOTTOM)
+    )
+    return fig
+
+
 def add_footer(fig, left: str, page: int) -> None:
     """Footer line: report name on the left, page number on the right."""
     fig.add_artist(_rule(0.055, color="0.75"))

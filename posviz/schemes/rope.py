@@ -72,10 +72,23 @@ def base_frequencies(theta: float, dim: int, denominator: int | None = None) -> 
     return 1.0 / _powers(theta, dim, denominator)
 
 
+def original_length(config: Mapping[str, Any]) -> int | None:
+    """``original_max_position_embeddings`` of a RoPE model that scales its positions, the length it was trained at,
+    or None. As transformers' ``standardize_rope_params`` reads it: a top-level value wins (Phi-3), then
+    ``rope_parameters`` (transformers 5), then ``rope_scaling`` (4.x)."""
+    value = config_value(config, ("original_max_position_embeddings",))
+    if value is None:
+        for key in ("rope_parameters", "rope_scaling"):
+            params = config.get(key)
+            if isinstance(params, Mapping) and params.get("original_max_position_embeddings"):
+                value = params["original_max_position_embeddings"]
+                break
+    return None if value is None or int(value) <= 0 else int(value)
+
+
 def _original_max(config: Mapping[str, Any], params: Mapping[str, Any]) -> int:
     # transformers' standardize_rope_params: a top-level value wins, then the parameters, then the model's maximum
-    return int(config_value(config, ("original_max_position_embeddings",)) or params.get("original_max_position_embeddings")
-               or config["max_position_embeddings"])
+    return int(original_length(config) or params.get("original_max_position_embeddings") or config["max_position_embeddings"])
 
 
 def _extension(params: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[int, float, float | None]:

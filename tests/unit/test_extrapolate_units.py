@@ -145,3 +145,16 @@ def test_scaling_refused_without_transformers_rope():
     with pytest.raises(OptionError, match="posviz train run"):
         check_scalable("m", {"model_type": "posviz-albert", "position_scheme": "tisa"}, scaling)
 
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"model_type": "phi3", "original_max_position_embeddings": 4096, "max_position_embeddings": 131072}, 4096),  # top level
+    ({"model_type": "llama", "max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "original_max_position_embeddings": 8192}}, 8192),
+    ({"model_type": "llama", "max_position_embeddings": 131072,
+      "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, 32768),
+    ({"model_type": "llama", "max_position_embeddings": 2048}, 2048),  # no scaling: the declared length
+])
+def test_training_length_reads_the_original_length_where_transformers_does(config, expected):
+    from posviz.observe.lengths import training_length
+
+    assert training_length(config, config["max_position_embeddings"]) == expected

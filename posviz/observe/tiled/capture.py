@@ -127,17 +127,9 @@ class TiledCapture:
         if layer is None:
             return
         hidden, bias = args[0], args[1] if len(args) > 1 else kwargs.get("attention_bias")
-        rotary = kwargs.get("rotary")
-        b, n, _ = hidden.shape
-        shape = (b, n, module.num_attention_heads, module.attention_head_size)
-        query = module.query(hidden).view(shape).transpose(1, 2)  # as PosvizAttention.forward forms them
-        key = module.key(hidden).view(shape).transpose(1, 2)
-        if rotary is not None:
-            from posviz.models.schemes.rope import apply_rotary
-
-            query, key = apply_rotary(query, *rotary), apply_rotary(key, *rotary)
-        support = Support(n, bool(getattr(module.config, "is_causal", False)))
-        if bias is not None and not _fills_support(bias, support):
+        query, key = module.queries_keys(hidden, kwargs.get("rotary"))  # as PosvizAttention.forward forms them
+        support = Support(hidden.shape[1], bool(getattr(module.config, "is_causal", False)))
+        if bias is not None and not _opens_every_key(bias):
             raise NotCapturable("the attention mask is not a plain causal or bidirectional support (padded blocks?)")
         self._add(layer, AttentionInputs(query, key, float(module.scaling), support, bias=_bias(bias)))
 
@@ -203,9 +195,9 @@ def _posviz_attention_modules(model: Any) -> list[Any]:
     return list(seen.values())
 
 
-def _fills_support(bias: Any, support: Support) -> bool:
-    """Whether an additive term (positional scores, with the causal mask folded in) leaves every key of the support
-    open: padding would close some key to every query, the last query included, which sees every key."""
+def _opens_every_key(bias: Any) -> bool:
+    """Whether an additive term (positional scores, with the causal mask folded in) leaves every key open to the last
+    query, which sees every key under either support: padding would close some key to every query."""
     import torch
 
     low = torch.finfo(bias.dtype).min / 2

@@ -10,9 +10,9 @@ row-shuffle nulls.
 from __future__ import annotations
 
 from posviz.report.context import ReportContext
-from posviz.report.layout import Block
+from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
-from posviz.report.sections.heads import HEAD_PIXELS, _page
+from posviz.report.sections.heads import HEAD_PIXELS
 from posviz.report.sections.running import run_each
 
 
@@ -31,7 +31,7 @@ def build(ctx: ReportContext) -> list:
     for item, result in runs:
         label = short_label(item.label, 60)
         for layer in result.layers:
-            page = _page(
+            page = captioned_page(
                 f"{SECTION.title}: {label}, layer {layer}",
                 f"{result.heads} heads, {result.seq_len} positions; T = Toeplitzness of the mean attention, off-diagonal R²"
                 + _long_context_line(result, layer),

@@ -9,9 +9,8 @@ attention entropy of every layer against the length, per model.
 from __future__ import annotations
 
 from posviz.report.context import ReportContext
-from posviz.report.layout import Block
+from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
-from posviz.report.sections.heads import _page
 from posviz.report.sections.running import run_each
 
 
@@ -41,7 +40,7 @@ def build(ctx: ReportContext) -> list:
     caption = " ".join([f"{merged.conventions}.", *sorted({f"{r.model}: {r.protocol}." for r in merged.runs}),
                         *(f"{m}{'' if v == 'unscaled' else f' ({v})'}: no loss at {', '.join(n)}: {why}."
                           for (m, v, why), n in missing.items())])
-    page = _page(SECTION.title, f"lengths {', '.join(map(str, merged.lengths))}; dotted: training length",
+    page = captioned_page(SECTION.title, f"lengths {', '.join(map(str, merged.lengths))}; dotted: training length",
                  "Beyond the trained length", caption)
     plot_extrapolation(merged, fig=page)
     return [page]

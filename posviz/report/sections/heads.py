@@ -11,16 +11,7 @@ printed on every page.
 from __future__ import annotations
 
 from posviz.report.context import ReportContext, ReportItem
-from posviz.report.layout import (
-    CONTENT_BOTTOM,
-    CONTENT_TOP,
-    MARGIN_LEFT,
-    MARGIN_RIGHT,
-    SMALL_SIZE,
-    Block,
-    new_page,
-    wrap_text,
-)
+from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
 from posviz.report.sections.running import run_each
 
@@ -77,7 +68,7 @@ def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
     from posviz.plots.heads import HeadMapOptions, heads_scale_note, plot_heads
 
     stack, layer, line = scored.stack, scored.layer, scored.convention_line
-    page = _page(
+    page = captioned_page(
         f"{SECTION.title}: {label}, layer {layer}",
         f"{scheme}: {stack.heads} heads, {stack.n} positions; T = Toeplitzness, off-diagonal R²",
         f"{item.label}: layer {layer}",
@@ -97,7 +88,7 @@ def _bands_page(item: ReportItem, label: str, meta: dict, scored):
     one = LayerTable(meta)
     one.add(scored)
     rows = one.rows()
-    page = _page(
+    page = captioned_page(
         f"{SECTION.title}: {label}, layer {scored.layer}, RoPE bands",
         f"band energy of {len(rows)} heads over {len(rows[0]['band_energy'])} rotary bands; probe {rows[0]['probe']}",
         f"{item.label}: layer {scored.layer}, bands",
@@ -123,7 +114,7 @@ def _matrix_page(item: ReportItem, label: str, table, num_heads: int):
     from posviz.plots.heads import plot_layer_head_matrix
 
     n = len(table.layers)
-    page = _page(
+    page = captioned_page(
         f"{SECTION.title}: {label}, all layers",
         f"Toeplitzness of every head ({n} layers × {num_heads} heads) and its excess over the null",
         f"{item.label}: layer × head",
@@ -132,19 +123,6 @@ def _matrix_page(item: ReportItem, label: str, table, num_heads: int):
     plot_layer_head_matrix(table.matrix("toeplitzness_offdiag"), layers=table.indices, title="", conventions="",
                            null_mean=table.matrix("null_mean_offdiag"), exclude_diagonal=True, fig=page)
     return page
-
-
-def _page(title: str, subtitle: str, bookmark: str, caption: str):
-    """A report page whose content area is laid out by matplotlib's constrained engine."""
-    fig = new_page(title, subtitle, bookmark=bookmark)
-    text = "\n".join(wrap_text(caption, MARGIN_RIGHT - MARGIN_LEFT, SMALL_SIZE))
-    fig.text(MARGIN_LEFT, CONTENT_TOP + 0.005, text, fontsize=SMALL_SIZE, color="0.25", va="top", linespacing=1.4)
-    lines = text.count("\n") + 1
-    top = CONTENT_TOP - 0.02 * lines - 0.01
-    fig.set_layout_engine(
-        "constrained", rect=(MARGIN_LEFT, CONTENT_BOTTOM, MARGIN_RIGHT - MARGIN_LEFT, top - CONTENT_BOTTOM)
-    )
-    return fig
 
 
 def methods(ctx: ReportContext) -> list[Block]:

@@ -9,9 +9,8 @@ and the position probes, against the layer.
 from __future__ import annotations
 
 from posviz.report.context import ReportContext
-from posviz.report.layout import Block
+from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
-from posviz.report.sections.heads import _page
 from posviz.report.sections.running import run_each
 
 
@@ -28,7 +27,7 @@ def build(ctx: ReportContext) -> list:
     runs = run_each(ctx, "Hidden states", lambda spec: hidden(spec, corpus=o.hidden_corpus, seq_len=o.hidden_seq_len,
                                                               max_blocks=o.hidden_max_blocks, seed=o.seed))
     for item, result in runs:
-        page = _page(
+        page = captioned_page(
             f"{SECTION.title}: {short_label(item.label, 60)}",
             f"{len(result.layers)} layers (0 = embedding output), {result.seq_len} positions",
             f"{item.label}: position inside the network",
