@@ -186,3 +186,15 @@ def test_bad_evaluation_input(copy_runs, absolute_run, tmp_path):
         assert res.exit_code == 2, res.output
         assert says in res.output and len(res.output.strip().splitlines()) == 1, res.output
         assert not out.exists()
+
+
+def test_a_task_run_resumes_and_refuses_other_task_options(tmp_path):
+    out = tmp_path / "parity"
+    small = ["--examples", "8", "--batch-size", "8", "--eval-every", "2"]
+    assert cli("train", "--task", "parity", "--scheme", "alibi", "--steps", "4", "--out", str(out), *small).exit_code == 0
+    res = cli("train", "--out", str(out), "--resume", "--steps", "6")
+    assert res.exit_code == 0, res.output
+    log = json.loads((out / "trajectory.json").read_text())["evaluations"]
+    assert [r["step"] for r in log] == [0, 2, 4, 6] and json.loads((out / "run.json").read_text())["task"] == "parity"
+    res = cli("train", "--out", str(out), "--resume", "--steps", "8", "--train-length", "5")
+    assert res.exit_code == 2 and "--resume cannot change --train-length" in res.output
