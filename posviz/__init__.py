@@ -72,6 +72,8 @@ _EXPORTS = {
     "hidden": "posviz.observe.hidden",
     "HiddenResult": "posviz.observe.hidden",
     "ExtrapolationResult": "posviz.extrapolate.result",
+    "trajectory": "posviz.compare.trajectory",
+    "TrajectoryResult": "posviz.compare.trajectory",
 }
 
 __all__ = sorted([*_EXPORTS, "finetune", "explore", "extrapolate", "__version__"])

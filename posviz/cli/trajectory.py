@@ -188,76 +188,24 @@ def command(
     Every measure checks the series first: rows gain duplicate_of (the checkpoint whose content it repeats),
     suspect and reason (docs/trajectory.md, "Can the series be trusted?").
     """
-    from posviz.batch.cache import ScoreCache, ScoreSettings
-    from posviz.compare.band_series import measure_for
-    from posviz.compare.series import revision_points, series_points, series_rows
-    from posviz.train.corpus import DEMO_CORPUS
+    from posviz.cli.messages import report_error
+    from posviz.compare.trajectory import trajectory
+    from posviz.train.processes import training_processes
 
     figures, texts = split_outputs(output, plot=plot)
-    corpus = corpus or DEMO_CORPUS
-    if revisions is not None:
-        points = revision_points(sources, _parse_revisions(revisions), _parse_steps(steps))
+    with training_processes(report=report_error) as rank:  # under torchrun (--measure hidden): checkpoints shared out
+        result = trajectory(sources, measure=measure.value, revisions=_parse_revisions(revisions), steps=_parse_steps(steps),
+                            corpus=corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, probe=probe,
+                            positions=positions, table=table, normalize=normalize.value, null_draws=null_draws, seed=seed,
+                            allow_missing=allow_missing, cache=not no_cache)
+    if rank != 0:  # the main process writes
+        return
+    if result.cache_hits:
+        typer.echo(f"{result.cache_hits} of {len(result.rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
+    if result.measure == "bands":
+        _bands(result, texts, figures, fmt=fmt, dpi=dpi, keep_duplicates=keep_duplicates)
     else:
-        points = series_points(sources, _parse_steps(steps))
-    chosen = measure.value if measure != Measure.auto else measure_for(points[0].spec)
-    if chosen == "bands":
-        _bands(points, texts, figures, fmt=fmt, layers=layers, probe=probe, positions=positions, dpi=dpi,
-               keep_duplicates=keep_duplicates)
-        return
-    if chosen == "attention":
-        from posviz.compare.attention_series import attention_series_rows
-        from posviz.compare.integrity import Trace
-
-        rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all", max_blocks=max_blocks)
-        check_rows(rows, points, Trace("auto"))
-        _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="attention", keep_duplicates=keep_duplicates)
-        return
-    if chosen == "hidden":
-        from posviz.cli.messages import report_error
-        from posviz.compare.hidden_series import hidden_series_rows
-        from posviz.compare.integrity import Trace
-        from posviz.train.processes import training_processes
-
-        with training_processes(report=report_error) as rank:  # under torchrun: checkpoints shared out, rank 0 writes
-            rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers or "all",
-                                      max_blocks=max_blocks, seed=seed)
-        if rank == 0:
-            check_rows(rows, points, Trace("auto"))
-            _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="hidden", keep_duplicates=keep_duplicates)
-        return
-    if layers is not None or probe is not None:
-        from posviz.errors import OptionError
-
-        raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention and hidden")
-    from posviz.compare.integrity import Collector, Trace
-
-    settings = ScoreSettings(normalize.value, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
-    trace = Trace("positions", positions=positions, table=table)
-    seen = Collector(trace)  # fingerprints E_P as it is read for the scores: the checks read nothing again
-    rows, missing = series_rows(points, settings, cache=None if no_cache else ScoreCache(), allow_missing=allow_missing,
-                                on_read=seen)
-    if missing:
-        import warnings
-
-        warnings.warn(f"left out (cannot be had offline): {', '.join(missing)}", stacklevel=1)
-    hits = sum(r.pop("score_cache", None) == "hit" for r in rows)
-    if hits:
-        typer.echo(f"{hits} of {len(rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    check_rows(rows, points, trace, collected=seen)
-    _write(rows, texts, figures, fmt, band=band, dpi=dpi, measure="toeplitzness", keep_duplicates=keep_duplicates)
-
-
-def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict], collected: Any = None) -> None:
-    """Mark the rows of any measure with the series checks and warn once (:func:`posviz.compare.integrity.check_rows`).
-
-    Every measure calls this with what it traces, before writing anything.
-    """
-    import warnings
-
-    from posviz.compare.integrity import check_rows as check
-
-    for line in check(rows, points, trace, *more_rows, collected=collected):
-        warnings.warn(line, stacklevel=1)
+        _write(result.rows, texts, figures, fmt, band=band, dpi=dpi, measure=result.measure, keep_duplicates=keep_duplicates)
 
 
 def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
@@ -292,15 +240,9 @@ def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path],
         emit(render(fmt.value), None)
 
 
-def _bands(points, texts, figures, *, fmt: OutputFormat, layers: str | None, probe: str | None, positions: str | None,
-           dpi: int, keep_duplicates: bool = False) -> None:
+def _bands(result, texts, figures, *, fmt: OutputFormat, dpi: int, keep_duplicates: bool = False) -> None:
     """``--measure bands``: per-head band usage of every checkpoint, as rows, a table and a figure."""
-    from posviz.compare.band_series import band_rows, band_summary
-    from posviz.compare.integrity import Trace
-
-    rows = band_rows(points, layers=layers, probe=probe, positions=positions)
-    summary = band_summary(rows)
-    check_rows(rows, points, Trace("rope", layer=min(r["layer"] for r in rows)), summary)
+    rows, summary = result.rows, result.summary
 
     def render(kind: str) -> str:
         return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else band_table(summary)

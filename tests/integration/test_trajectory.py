@@ -133,6 +133,19 @@ def test_run_folder_rows_and_last_equals_toeplitzness(absolute_run):
         assert rows[-1][key] == expected[key], key
 
 
+def test_the_library_function_gives_the_command_rows(absolute_run):
+    import posviz
+
+    res = cli("trajectory", str(absolute_run), "--format", "json", "--no-cache")
+    result = posviz.trajectory(str(absolute_run), cache=False)
+    assert result.measure == "toeplitzness" and result.cache_hits == 0 and not result.missing
+    assert json.loads(res.stdout) == json.loads(json.dumps(result.rows))
+    frame = result.to_frame()
+    assert list(frame.step) == [r["step"] for r in result.rows] and "toeplitzness_offdiag" in frame
+    with pytest.raises(posviz.PosvizError, match="unknown measure 'entropy'"):
+        posviz.trajectory(str(absolute_run), measure="entropy")
+
+
 def test_checkpoint_folders_take_their_step(absolute_run):
     given = [str(absolute_run / "checkpoint-12"), str(absolute_run / "checkpoint-6")]
     res = cli("trajectory", *given, "--format", "json", "--no-cache", "--null-draws", "0")
