@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from albert_v1_v2 import finished  # noqa: E402  (scripts share their bookkeeping)
 from train_short_test_long import LABELS, SCHEMES, _mean_sd, run_name  # noqa: E402
 
-SHIPPED = Path("reports/train-short-test-long")
+SHIPPED = Path(__file__).resolve().parents[1] / "reports" / "train-short-test-long"  # the gallery's verify runs from elsewhere
 #: Gu et al. (ICLR 2025), Table 3: sink rate (%) of 60M-parameter models at T = 64, and which of posviz's schemes each is.
 GU_TABLE3 = {"none": ("NoPE", 20.35), "sinusoidal": ("absolute", 32.73), "absolute": ("learnable", 33.13),
              "t5": ("relative", 35.53), "alibi": ("ALiBi", 20.78), "rope": ("RoPE", 18.18)}
