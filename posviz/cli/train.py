@@ -27,20 +27,9 @@ class _Display:
     """Rich progress bar on stderr, fed by the training callbacks."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from posviz.util.progress import count_bar
 
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"), console=Console(stderr=True), transient=False,
-        )
+        self.progress = count_bar(status=True, transient=False)
         self.task = None
         self.loss: float | None = None
         self.eval = ""

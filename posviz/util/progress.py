@@ -62,15 +62,12 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
         yield lambda n: bar.advance(task, n)
 
 
-@contextlib.contextmanager
-def count_progress(total: int, description: str) -> Iterator[Callable[[int], None]]:
-    """A bar on stderr counting items (blocks of text, say), when stderr is a terminal; yields ``update(done)``.
+def count_bar(*, status: bool = False, transient: bool = True):
+    """A rich progress display on stderr counting items: description, bar, done/total, elapsed, remaining.
 
-    ``update`` takes the number done so far. Off a terminal nothing is drawn.
+    ``status``: a last column showing each task's ``status`` field (``posviz train``'s loss and evaluation);
+    ``transient``: the bar disappears when done. Start it with ``with`` (or ``start()``/``stop()``).
     """
-    if not sys.stderr.isatty() or total <= 1:
-        yield lambda done: None
-        return
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -81,7 +78,21 @@ def count_progress(total: int, description: str) -> Iterator[Callable[[int], Non
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    if status:
+        columns.append(TextColumn("{task.fields[status]}"))
+    return Progress(*columns, console=Console(stderr=True), transient=transient)
+
+
+@contextlib.contextmanager
+def count_progress(total: int, description: str) -> Iterator[Callable[[int], None]]:
+    """A bar on stderr counting items (blocks of text, say), when stderr is a terminal; yields ``update(done)``.
+
+    ``update`` takes the number done so far. Off a terminal nothing is drawn.
+    """
+    if not sys.stderr.isatty() or total <= 1:
+        yield lambda done: None
+        return
+    with count_bar() as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.update(task, completed=done)
