@@ -56,7 +56,7 @@ class Explorer:
                 'sandbox="allow-scripts" title="posviz explorer"></iframe>')
 
     def __repr__(self) -> str:
-        names = ", ".join(m["name"] for m in self.data["models"])
+        names = ", ".join(m.get("label", m["name"]) for m in self.data["models"])
         return f"Explorer({names}; {self.size / 2**20:.1f} MiB)"
 
 
@@ -77,6 +77,7 @@ def _model_entry(spec: str, *, heads: bool, layers: str, max_positions: int, pos
     from posviz.explore.embeddings import embeddings_view
     from posviz.read.embeddings import is_synthetic, load_position_embeddings
     from posviz.read.runs import is_run_folder
+    from posviz.util.names import display_name
 
     entry: dict[str, Any] = {"name": spec, "p": None, "heads": None, "corpus": None, "series": None, "notes": []}
     missing: UnsupportedModelError | None = None
@@ -97,6 +98,7 @@ def _model_entry(spec: str, *, heads: bool, layers: str, max_positions: int, pos
             entry["notes"].append(f"no Heads tab: {e}")
     if entry["p"] is None and entry["heads"] is None:
         raise missing if missing is not None else UnsupportedModelError(f"{spec}: nothing to explore")
+    entry["label"] = display_name(entry["name"])  # menus and titles; the provenance keeps the full name
     if is_run_folder(spec) and entry["p"] is not None:
         from posviz.explore.series import series_view
 
@@ -176,5 +178,5 @@ def explore(
 
     js, js_version = plotly_js()
     data = {"format": "posviz-explorer/1", "models": entries, "sidebar": sidebar(js_version)}
-    title = "posviz explorer: " + ", ".join(e["name"] for e in entries)
+    title = "posviz explorer: " + ", ".join(e["label"] for e in entries)
     return Explorer(render_page(data, title, js), data)

@@ -219,6 +219,9 @@ def test_attention_tab_shows_spans_sink_rate_and_the_received_curve(browser, abs
     visit = Visit(browser, path)
     try:
         page = visit.page
+        # titles and menus show the run's folder name, the provenance its full path
+        assert page.title() == f"posviz explorer: {absolute_run.name}"
+        assert str(absolute_run) in page_data.data["models"][0]["name"]
         page.click("#tabbtn-attention")
         page.wait_for_function("document.getElementById('attn-profile') && document.getElementById('attn-profile').data")
         headers = page.locator("#attn-table th").all_inner_texts()

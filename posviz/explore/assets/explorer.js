@@ -6,7 +6,8 @@
   const marks = { scriptStart: performance.now() };
   const DATA = JSON.parse(document.getElementById("posviz-data").textContent);
   marks.dataParsed = performance.now();
-  const CONFIG = { displaylogo: false, scrollZoom: true, responsive: false };
+  // the toolbar shows on hover only: at rest it would sit over the plot's title
+  const CONFIG = { displaylogo: false, scrollZoom: true, responsive: false, displayModeBar: "hover" };
   const GRID_SIDE = 48;  // cells per side of a head thumbnail
   const state = { rendered: {}, firstRenderMs: null, marks: marks };
   window.posvizExplorer = state;
@@ -155,7 +156,7 @@
 
   function renderP(root) {
     const models = DATA.models.filter((m) => m.p);
-    const pick = el("select", { id: "p-model" }, ...models.map((m, i) => el("option", { value: i }, m.name)));
+    const pick = el("select", { id: "p-model" }, ...models.map((m, i) => el("option", { value: i, title: m.name }, m.label || m.name)));
     const views = [["p", "P"], ["projection", "Toeplitz projection T(P)"], ["residual", "residual P − T(P)"]];
     const radios = el("span", { id: "p-view" }, ...views.map(([val, label], i) => el("label", {},
       el("input", Object.assign({ type: "radio", name: "p-view", value: val }, i === 0 ? { checked: "" } : {})), label)));
@@ -263,7 +264,7 @@
 
   function renderHeads(root) {
     const models = DATA.models.filter((m) => m.heads);
-    const pick = el("select", { id: "heads-model" }, ...models.map((m, i) => el("option", { value: i }, m.name)));
+    const pick = el("select", { id: "heads-model" }, ...models.map((m, i) => el("option", { value: i, title: m.name }, m.label || m.name)));
     const slider = el("input", { type: "range", id: "layer-slider", min: 0, max: 0, step: 1, value: 0 });
     const label = el("span", { id: "layer-label" }), info = el("div", { class: "note", id: "heads-info" });
     const grid = el("div", { class: "plot", id: "heads-grid" }), detail = el("div", { class: "plot", id: "head-map" });
@@ -348,7 +349,7 @@
 
   function corpusPicker(root, id, render) {  // one model's corpus tabs at a time
     const models = DATA.models.filter((m) => m.corpus), box = el("div");
-    const pick = el("select", { id: id }, ...models.map((m, i) => el("option", { value: i }, m.name)));
+    const pick = el("select", { id: id }, ...models.map((m, i) => el("option", { value: i, title: m.name }, m.label || m.name)));
     if (models.length > 1) root.append(el("div", { class: "controls" }, el("label", {}, "model ", pick)));
     root.append(box);
     pick.addEventListener("change", () => { box.replaceChildren(); render(box, models[+pick.value].corpus); });
@@ -437,7 +438,7 @@
       const side = models.length > 2 ? 300 : 420;
       box.append(el("div", { style: "width: " + (side + 100) + "px" }, scoreLine(v.score), d)); divs.push(d);
       return Plotly.react(d, [heatmap(rows(mats.p, mats.m), xs, xs, { hoverinfo: "x+y+z", hovertemplate: "i %{y}, j %{x}: %{z:.5g}<extra></extra>",
-        zmin: v.color_ranges.p[0], zmax: v.color_ranges.p[1], zauto: false })], squareLayout(m.name, side), CONFIG).then(() => d.on("plotly_relayout", (ev) => {
+        zmin: v.color_ranges.p[0], zmax: v.color_ranges.p[1], zauto: false })], squareLayout(m.label || m.name, side), CONFIG).then(() => d.on("plotly_relayout", (ev) => {
         if (syncing) return;
         const upd = {};
         for (const k of ["xaxis.range[0]", "xaxis.range[1]", "yaxis.range[0]", "yaxis.range[1]", "xaxis.autorange", "yaxis.autorange"]) if (k in ev) upd[k] = ev[k];
