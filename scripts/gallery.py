@@ -346,9 +346,10 @@ def make_long_context_tables(out: Path) -> None:
 
 def verify_long_context(work: Path) -> list[str]:
     """Retrain ``rope-s0`` (its loss must be the shipped one) and measure it at every length, into the work folder."""
-    python(ROOT / "scripts/train_short_test_long.py", "--schemes", "rope", "--seeds", "0", "--keep-runs", "--out", "runs",
-           "--results", "tstl", cwd=work)
-    python(ROOT / "scripts/long_context_tstl.py", "--runs", "runs", "--results", "results", cwd=work)
+    # the runs' folder as the recipe's own command names it: the records carry the held-out file's path
+    python(ROOT / "scripts/train_short_test_long.py", "--schemes", "rope", "--seeds", "0", "--keep-runs", "--out",
+           "runs/long-context/tstl", "--results", "tstl", cwd=work)
+    python(ROOT / "scripts/long_context_tstl.py", "--runs", "runs/long-context/tstl", "--results", "results", cwd=work)
     cmd = [sys.executable, "scripts/long_context_tstl.py", "--compare", f"{LONG}/runs/rope-s0.json", str(work / "results/runs/rope-s0.json")]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     sys.stderr.write(r.stdout + r.stderr)
