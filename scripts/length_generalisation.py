@@ -15,15 +15,20 @@ at least ``--learnt`` there): length generalisation is not measured on a task th
   the same ones, each recorded by SHA-256; results made from other data are refused.
 
 The budget is recorded in ``RESULTS/experiment.json``; a rerun with another is refused. A run writes
-``RESULTS/runs/TASK-SCHEME-sSEED.json`` (its settings, its last held-out evaluation, the extrapolate
-records) and its checkpoints are deleted (``--keep-runs`` keeps them); a run with results is skipped, an interrupted
-one resumes from its folder. The tables and figures are rewritten from ``RESULTS/runs`` after every run, and by
-``--phase tabulate`` alone.
+``RESULTS/runs/TASK-SCHEME-sSEED.json`` (its settings, its last held-out evaluation, the extrapolate records, the
+offset profiles per layer, and the machine it ran on) and its checkpoints are deleted (``--keep-runs`` keeps them); a
+run with results is skipped, an interrupted one resumes from its folder. The tables and figures are rewritten from
+``RESULTS/runs`` after every run, and by ``--phase tabulate`` alone.
+
+``--workers N`` runs N shards side by side (each its own process, one thread each), which is how a GPU is kept
+busy with models this small; ``--stop-after SECONDS`` starts no run after that long (a time-boxed session). Runs go
+task by task in the order of ``--tasks``, then seed by seed, so that a time box leaves whole tasks done
+(``--order seed``: every task's first seed before any second one).
 
 Usage (from the repository root)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/length_generalisation.py --tasks copy --shard 0/2 &
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/length_generalisation.py --tasks copy --shard 1/2 &
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/length_generalisation.py --tasks copy --workers 2
+    .venv/bin/python scripts/length_generalisation.py --workers 15 --device cuda     # a GPU: every task, 3 seeds
     .venv/bin/python scripts/length_generalisation.py --phase tabulate
 """
 
@@ -31,8 +36,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--phase", default="all", choices=("all", "tabulate"), help="run the experiment, or only tabulate (default: all)")
     p.add_argument("--shard", default="0/1", help="K/N: run every N-th run from the K-th (default: 0/1)")
+    p.add_argument("--workers", type=int, default=1, help="shards run side by side, one process each (default: 1)")
+    p.add_argument("--order", default="task", choices=("task", "seed"),
+                   help="task: each task's seeds before the next task; seed: every task's first seed first (default: task)")
+    p.add_argument("--stop-after", type=float, default=None, help="start no run after this many seconds (default: none)")
+    p.add_argument("--device", default=None, choices=("cpu", "cuda"), help="where runs train and are tested (default: cuda if there is one)")
     p.add_argument("--out", type=Path, default=Path("runs/length-generalisation"), help="run folders")
     p.add_argument("--results", type=Path, default=Path("reports/length-generalisation"), help="folder of the results")
     p.add_argument("--keep-runs", action="store_true", help="keep each run's checkpoints once its results are written")
@@ -76,9 +89,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=500, help="held-out evaluation and checkpoint interval (default: 500)")
     p.add_argument("--batch-size", type=int, default=64, help="examples per step (default: 64)")
     p.add_argument("--examples", type=int, default=100, help="test examples per length (default: 100)")
+    p.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # a shard of --workers
     p.add_argument("--learnt", type=float, default=0.95, help="exact match within the trained lengths that counts as learnt (default: 0.95)")
     args = p.parse_args(argv)
     args.shard_k, args.shard_n = (int(x) for x in args.shard.split("/"))
+    args.started = time.monotonic()
     return args
 
 
@@ -128,30 +143,87 @@ def evaluate_one(args: argparse.Namespace, task: str, run: Path) -> dict[str, An
     import posviz
     from posviz.train.log import load_run_log
 
-    result = posviz.extrapolate(str(run), task=task, lengths=default_lengths(task), examples=args.examples, batch_size=32)
+    result = posviz.extrapolate(str(run), task=task, lengths=default_lengths(task), examples=args.examples, batch_size=32,
+                                device=device(args))
     last = load_run_log(run)["evaluations"][-1]
     return {"run": run.name, "settings": json.loads((run / "run.json").read_text(encoding="utf-8")),
             "final_step": last["step"], "eval_exact_match": last.get("eval_exact_match"), "eval_loss": last.get("eval_loss"),
-            "test_data": result.data, "extrapolate": result.records()}
+            "test_data": result.data, "extrapolate": result.records(), "profiles": profiles_by_distance(result),
+            "machine": machine(args)}
+
+
+def device(args: argparse.Namespace) -> str:
+    """``--device``, or cuda where there is one."""
+    import torch
+
+    return args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def machine(args: argparse.Namespace) -> dict[str, str]:
+    """Where a run was made: its device and the releases that computed it (runs of one budget on other machines differ
+    in rounding, so a table says which it holds)."""
+    import platform
+
+    import torch
+    import transformers
+
+    where = device(args)
+    name = torch.cuda.get_device_name(0) if where == "cuda" else platform.processor() or platform.machine()
+    return {"device": f"{where} ({name})", "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def profiles_by_distance(result: Any) -> list[dict[str, Any]]:
+    """Per length and layer, the offset profile looking back (distance 0, 1, ...), the mean over the layer's heads."""
+    import numpy as np
+
+    out = []
+    for r in result.runs:
+        for layer, profile in r.profiles.items():
+            half = (profile.shape[-1] - 1) // 2
+            back = np.nanmean(profile[:, half::-1], axis=0)  # offsets 0, -1, ..., -(n - 1): a causal query's keys
+            out.append({"length": r.length, "layer": layer, "by_distance": [round(float(x), 6) for x in back]})
+    return out
+
+
+def run_workers(args: argparse.Namespace, argv: list[str]) -> None:
+    """``--workers N``: this script once per shard, side by side, one thread each; tables once all have stopped."""
+    settings_check(args)
+    rest = [a for i, a in enumerate(argv) if a != "--workers" and (i == 0 or argv[i - 1] != "--workers")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = [subprocess.Popen([sys.executable, __file__, *rest, "--shard", f"{k}/{args.workers}", "--no-tables"], env=env)
+             for k in range(args.workers)]
+    failed = [k for k, proc in enumerate(procs) if proc.wait() != 0]
+    if failed:
+        raise SystemExit(f"error: shards {failed} of {args.workers} failed (their runs resume on the next call)")
+
+
+def settings_check(args: argparse.Namespace) -> None:
+    """Refuse a budget other than the one ``RESULTS/experiment.json`` records (before anything trains)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from albert_v1_v2 import check_settings
+
+    started = any(args.out.glob("*/run.json")) or any((args.results / "runs").glob("*.json"))
+    check_settings(args.results, settings(args), started=started)
 
 
 def run_experiment(args: argparse.Namespace) -> None:
     """Train, evaluate and keep the results of this shard's runs that have none yet, tabulating after each."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from albert_v1_v2 import check_settings
-
     from posviz.util.atomic import write_text_atomic
 
-    started = any(args.out.glob("*/run.json")) or any((args.results / "runs").glob("*.json"))
-    check_settings(args.results, settings(args), started=started)
+    settings_check(args)
     schemes = [s for s in args.schemes if available(s) or _say(f"{s}: not installed here, left out") is not None]
     everything = [(task, scheme, seed) for task in args.tasks for seed in args.seeds for scheme in schemes]
+    if args.order == "seed":
+        everything.sort(key=lambda run: args.seeds.index(run[2]))  # stable: tasks stay in order within a seed
     for i, (task, scheme, seed) in enumerate(everything):
         if i % args.shard_n != args.shard_k:
             continue
         target = args.results / "runs" / f"{run_name(task, scheme, seed)}.json"
         if target.is_file():
             continue
+        if args.stop_after is not None and time.monotonic() - args.started > args.stop_after:
+            _say(f"shard {args.shard}: --stop-after {args.stop_after:.0f} s reached, {run_name(task, scheme, seed)} not started")
+            return
         run = train_one(args, task, scheme, seed)
         record = evaluate_one(args, task, run)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +231,8 @@ def run_experiment(args: argparse.Namespace) -> None:
         if not args.keep_runs:
             shutil.rmtree(run)
         _say(f"{run.name}: results in {target}")
-        tabulate(args)
+        if not args.no_tables:
+            tabulate(args)
 
 
 # --- tables and figures ------------------------------------------------------------------------------------------
@@ -253,6 +326,62 @@ def figure(runs: list[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path, dpi=130)
 
 
+def attention_picture(runs: list[dict[str, Any]], rows: list[dict[str, Any]], learnt: dict[str, bool]) -> dict[str, Any] | None:
+    """Past the trained length, for the best and the worst scheme of the first learnt task (else the first task), by
+    exact match beyond: per length, the normalised entropy and sink mass (means over heads and seeds), and the offset
+    profile looking back (mean over layers and seeds)."""
+    import numpy as np
+
+    tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    if not tasks:
+        return None
+    task = next((t for t in tasks if learnt.get(t)), tasks[0])
+    ranked = sorted((r for r in rows if r["task"] == task), key=lambda r: (-r["beyond"], list(SCHEMES).index(r["scheme"])))
+    picture: dict[str, Any] = {"task": task, "schemes": {}}
+    for which, row in (("best", ranked[0]), ("worst", ranked[-1])):
+        group = [r for r in runs if r["settings"]["task"] == task and scheme_of(r) == row["scheme"]]
+        lengths = [x["length"] for x in group[0]["extrapolate"]]
+        per = {"scheme": row["scheme"], "beyond": row["beyond"], "lengths": lengths, "train_length": group[0]["settings"]["train_length"]}
+        for field in ("entropy_normalised", "sink_mass"):
+            per[field] = [float(np.mean([h[field] for g in group for h in g["extrapolate"][j]["heads"] if h[field] is not None]))
+                          for j in range(len(lengths))]
+        per["profiles"] = {}
+        for length in (per["train_length"], lengths[-1]):
+            curves = [p["by_distance"] for g in group for p in g.get("profiles", []) if p["length"] == length]
+            if curves:
+                per["profiles"][str(length)] = [float(x) for x in np.mean(np.array(curves, dtype=float), axis=0)]
+        picture["schemes"][which] = per
+    return picture
+
+
+def attention_figure(picture: dict[str, Any], path: Path) -> None:
+    """Three panels: normalised entropy and sink mass against length, and the offset profiles (trained and longest length)."""
+    from posviz.plots.common import new_figure, save_figure
+
+    fig = new_figure(12.6, 3.6)
+    ent, sink, prof = fig.subplots(1, 3)
+    for which, colour in (("best", "tab:green"), ("worst", "tab:red")):
+        per = picture["schemes"][which]
+        label = f"{which}: {LABELS[per['scheme']]} (beyond {per['beyond']:.2f})"
+        ent.plot(per["lengths"], per["entropy_normalised"], marker="o", ms=3, color=colour, label=label)
+        sink.plot(per["lengths"], per["sink_mass"], marker="o", ms=3, color=colour, label=label)
+        for (length, curve), style in zip(per["profiles"].items(), ("--", "-"), strict=False):
+            prof.plot(range(len(curve)), curve, ls=style, color=colour, lw=1.2, label=f"{LABELS[per['scheme']]}, length {length}")
+    for ax, title in ((ent, "entropy / log(keys seen)"), (sink, "sink mass (attention to position 0)")):
+        ax.axvline(picture["schemes"]["best"]["train_length"], color="0.4", ls=":", lw=1)
+        ax.set_xlabel("length (the task's own; dotted: trained)", fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(title, fontsize=9)
+    prof.set_xlabel("distance back from the query (tokens)", fontsize=8)
+    prof.set_ylabel("mean attention weight", fontsize=8)
+    prof.set_title("offset profile (dashed: trained length; solid: longest)", fontsize=9)
+    ent.legend(fontsize=6.5, frameon=False)
+    prof.legend(fontsize=6, frameon=False)
+    fig.suptitle(f"{picture['task']}: attention of the best and the worst scheme past the trained length "
+                 "(means over heads, layers and seeds)", fontsize=9)
+    save_figure(fig, path, dpi=130)
+
+
 def tabulate(args: argparse.Namespace) -> list[Path]:
     from posviz.util.atomic import write_text_atomic
 
@@ -261,18 +390,28 @@ def tabulate(args: argparse.Namespace) -> list[Path]:
         return []
     rows, learnt = summary(runs, args.learnt)
     mrr = mean_reciprocal_rank(rows, learnt)
-    out = [args.results / "table.md", args.results / "table.json", args.results / "figure.png"]
+    picture = attention_picture(runs, rows, learnt)
+    machines = sorted({json.dumps(r["machine"], sort_keys=True) for r in runs if "machine" in r})
+    out = [args.results / "table.md", args.results / "table.json", args.results / "figure.png", args.results / "attention.png"]
     write_text_atomic(out[0], markdown(rows, learnt, mrr))
-    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "mrr": mrr, "paper_mrr": PAPER_MRR}, indent=1) + "\n")
+    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "mrr": mrr, "paper_mrr": PAPER_MRR,
+                                          "attention": picture, "machines": [json.loads(m) for m in machines]}, indent=1) + "\n")
     figure(runs, out[2])
-    return out
+    if picture is not None:
+        attention_figure(picture, out[3])
+    return out[:3] if picture is None else out
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    if args.phase == "all":
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the Trainer takes a GPU whenever it sees one; before torch looks
+    if args.phase == "all" and args.workers > 1:
+        run_workers(args, argv)
+    elif args.phase == "all":
         run_experiment(args)
-    for path in tabulate(args):
+    for path in [] if args.no_tables else tabulate(args):
         _say(f"wrote {path}")
     return 0
 

@@ -286,9 +286,8 @@ def task_table(result: Any) -> str:
         t.add_column(col, justify="left" if col == "model" else "right")
     reasons: list[str] = []
     for r in result.runs:
-        rows = r.head_rows()
-        mean = {k: (sum(x[k] for x in rows if x[k] is not None) / max(1, sum(x[k] is not None for x in rows))) if rows else None
-                for k in ("entropy_normalised", "sink_mass", "positional_share")}
+        means = r.means()
+        mean = {k: means[k] for k in ("entropy_normalised", "sink_mass", "positional_share")}
         if r.reason and r.reason not in reasons:
             reasons.append(r.reason)
         na = f"n/a [{reasons.index(r.reason) + 1}]" if r.reason else None

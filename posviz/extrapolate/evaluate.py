@@ -35,6 +35,7 @@ class HeadStatistics:
     positional_share: np.ndarray
     toeplitzness_offdiag: np.ndarray
     entropy_by_query: np.ndarray  # (heads, n)
+    profiles: np.ndarray  # (heads, 2n - 1): the mean weight at each offset key - query, NaN outside the support
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class LengthOutcome:
     position_nll, position_tokens
         ``(n,)``: per position of the window, the summed NLL of the tokens scored there and their number (a causal
         LM's token at position ``t`` is predicted from the ``t`` before it); ``None`` without a loss.
+    tokens_right, windows_right
+        With ``answers`` (causal only): scored tokens that are the argmax given the tokens before them, and windows
+        whose scored tokens all are (:func:`posviz.train.task_data.answer_scores`: greedy exact match); else ``None``.
     """
 
     nll: float | None
@@ -65,17 +69,20 @@ class LengthOutcome:
     heads: dict[int, HeadStatistics]
     position_nll: np.ndarray | None = None
     position_tokens: np.ndarray | None = None
+    tokens_right: int | None = None
+    windows_right: int | None = None
 
 
 class _Loss:
-    """A forward hook on the model that adds up the NLL of each batch's scored tokens from its logits."""
+    """A forward hook on the model that adds up the NLL of each batch's scored tokens from its logits (and, with
+    ``answers``, how many of them are the argmax: the same logits, so exact match costs no second pass)."""
 
-    def __init__(self, model: Any, blocks: LengthBlocks, causal: bool, batch_size: int) -> None:
-        self.blocks, self.causal, self.batch_size = blocks, causal, batch_size
-        self.done, self.nll, self.tokens = 0, 0.0, 0
+    def __init__(self, model: Any, blocks: LengthBlocks, causal: bool, batch_size: int, answers: bool = False) -> None:
+        self.blocks, self.causal, self.batch_size, self.answers = blocks, causal, batch_size, answers and causal
+        self.done, self.nll, self.tokens, self.right, self.whole = 0, 0.0, 0, 0, 0
         n = blocks.inputs.shape[1]
         self.position_nll, self.position_tokens = np.zeros(n), np.zeros(n, dtype=np.int64)
-        self.pending: tuple[float, int, np.ndarray, np.ndarray] | None = None
+        self.pending: tuple[float, int, np.ndarray, np.ndarray, int, int] | None = None
         self.handle = model.register_forward_hook(self._hook, with_kwargs=True)
 
     def _hook(self, _module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
@@ -99,14 +106,26 @@ class _Loss:
                                    reduction="none").view(labels.shape)  # 0 where not scored
             by_position = torch.cat([each.new_zeros(1), each[:, :-1].double().sum(dim=0)])  # the token at t, from t before it
             counts = torch.cat([scored.new_zeros(1, dtype=torch.long), scored[:, 1:].long().sum(dim=0)])
+            right, whole = self._answers(logits, targets, scored)
         else:  # a masked LM scores about one position in seven: only those rows
             picked = logits[scored].float()
             each = F.cross_entropy(picked, targets[scored], reduction="none") if len(picked) else torch.zeros(0)
             where = scored.nonzero()[:, 1]
             by_position = torch.zeros(n, dtype=torch.float64, device=each.device).index_add_(0, where, each.double())
             counts = torch.zeros(n, dtype=torch.long, device=each.device).index_add_(0, where, torch.ones_like(where))
+            right = whole = 0
         self.pending = (float(each.double().sum()), int(scored[:, 1:].sum() if self.causal else scored.sum()),
-                        by_position.cpu().numpy(), counts.cpu().numpy())
+                        by_position.cpu().numpy(), counts.cpu().numpy(), right, whole)
+
+    def _answers(self, logits: Any, targets: Any, scored: Any) -> tuple[int, int]:
+        """Scored tokens that are the argmax given those before them, and rows whose scored tokens all are."""
+        if not self.answers:
+            return 0, 0
+        from posviz.train.task_data import answer_scores
+
+        labels = np.where(scored.cpu().numpy(), targets.cpu().numpy(), -100)
+        right, whole = answer_scores(logits.argmax(-1).cpu().numpy(), labels)
+        return int(right.sum()), int(whole.sum())
 
     def reset(self) -> None:
         """Forget what the probe pass left."""
@@ -121,12 +140,14 @@ class _Loss:
         self.tokens += self.pending[1]
         self.position_nll += self.pending[2]
         self.position_tokens += self.pending[3]
+        self.right += self.pending[4]
+        self.whole += self.pending[5]
         self.pending = None
         self.done += size
 
 
 def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objective: str | None, batch_size: int = 4,
-               progress: Callable[[int], None] | None = None, tiled: bool = False) -> LengthOutcome:
+               progress: Callable[[int], None] | None = None, tiled: bool = False, answers: bool = False) -> LengthOutcome:
     """Run ``model`` over the windows of one length: loss and the statistics of every head of ``layers``.
 
     Parameters
@@ -147,6 +168,9 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
     tiled
         The model runs its own attention and the statistics come from tiles of its queries and keys
         (:mod:`posviz.observe.tiled`); where those cannot be captured, one warning and the eager maps.
+    answers
+        Also count the scored tokens that are the argmax, and the windows whose scored tokens all are (causal only;
+        :attr:`LengthOutcome.tokens_right`, :attr:`LengthOutcome.windows_right`).
 
     Raises
     ------
@@ -162,13 +186,14 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
 
         if can_capture() is None:  # transformers 4.x has no attention interface: eager, as always, without a warning
             try:
-                return _run_length_tiled(model, blocks, layers, objective=objective, batch_size=batch_size, progress=progress)
+                return _run_length_tiled(model, blocks, layers, objective=objective, batch_size=batch_size, progress=progress,
+                                         answers=answers)
             except NotCapturable as e:
                 warnings.warn(f"{type(model).__name__}: {e}; falling back to eager attention maps, whose memory grows with n "
                               "squared", stacklevel=2)
         to_eager(model)
     sums, rows = AttentionSums(layers), RowSums(layers)
-    loss = _Loss(model, blocks, objective == "causal", batch_size) if objective else None
+    loss = _Loss(model, blocks, objective == "causal", batch_size, answers) if objective else None
     wanted, produced = set(layers), [0]
 
     def on_layer(layer: int, probs: Any) -> None:
@@ -198,22 +223,29 @@ def run_length(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objec
         r: RowStatistics = rows.layer(layer, sums.blocks, causal)
         heads[layer] = HeadStatistics(entropy=r.entropy, entropy_normalised=r.entropy_normalised, max_weight=r.max_weight,
                                       sink_mass=st.sink_mass, positional_share=st.positional_share,
-                                      toeplitzness_offdiag=st.toeplitzness_offdiag, entropy_by_query=r.entropy_by_query)
-    return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens,
-                         windows=sums.blocks, causal=causal, heads=heads,
-                         position_nll=None if loss is None else loss.position_nll,
-                         position_tokens=None if loss is None else loss.position_tokens)
+                                      toeplitzness_offdiag=st.toeplitzness_offdiag, entropy_by_query=r.entropy_by_query,
+                                      profiles=st.profiles)
+    return _outcome(loss, sums.blocks, causal, heads)
+
+
+def _outcome(loss: _Loss | None, windows: int, causal: bool, heads: dict[int, HeadStatistics]) -> LengthOutcome:
+    """The :class:`LengthOutcome` of a pass: its statistics, and what ``loss`` (``None``: no objective) summed."""
+    if loss is None:
+        return LengthOutcome(nll=None, tokens=0, windows=windows, causal=causal, heads=heads)
+    return LengthOutcome(nll=loss.nll, tokens=loss.tokens, windows=windows, causal=causal, heads=heads,
+                         position_nll=loss.position_nll, position_tokens=loss.position_tokens,
+                         tokens_right=loss.right if loss.answers else None, windows_right=loss.whole if loss.answers else None)
 
 
 def _run_length_tiled(model: Any, blocks: LengthBlocks, layers: Sequence[int], *, objective: str | None, batch_size: int,
-                      progress: Callable[[int], None] | None) -> LengthOutcome:
+                      progress: Callable[[int], None] | None, answers: bool) -> LengthOutcome:
     """:func:`run_length` with the model's own attention, the statistics from tiles; NotCapturable where it cannot."""
     from posviz.observe.accumulate import _takes_use_cache
     from posviz.observe.runner import run_batches
     from posviz.observe.tiled.capture import TiledCapture
     from posviz.observe.tiled.statistics import layer_statistics
 
-    loss = _Loss(model, blocks, objective == "causal", batch_size) if objective else None
+    loss = _Loss(model, blocks, objective == "causal", batch_size, answers) if objective else None
     kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
 
     def forward(ids: Any) -> None:
@@ -236,11 +268,9 @@ def _run_length_tiled(model: Any, blocks: LengthBlocks, layers: Sequence[int], *
         heads[layer] = HeadStatistics(entropy=st.entropy, entropy_normalised=st.entropy_normalised, max_weight=st.max_weight,
                                       sink_mass=st.sink_mass, positional_share=st.positional_share,
                                       toeplitzness_offdiag=st.toeplitzness_offdiag,
-                                      entropy_by_query=sums.entropy.detach().cpu().numpy() / sums.blocks)
-    return LengthOutcome(nll=None if loss is None else loss.nll, tokens=0 if loss is None else loss.tokens, windows=windows,
-                         causal=all(capture.supports[layer].causal for layer in layers), heads=heads,
-                         position_nll=None if loss is None else loss.position_nll,
-                         position_tokens=None if loss is None else loss.position_tokens)
+                                      entropy_by_query=sums.entropy.detach().cpu().numpy() / sums.blocks,
+                                      profiles=st.profiles)
+    return _outcome(loss, windows, all(capture.supports[layer].causal for layer in layers), heads)
 
 
 def model_refuses(model: Any, ids: np.ndarray) -> str | None:

@@ -98,20 +98,30 @@ class LengthRecord:
 
     def head_rows(self) -> list[dict[str, Any]]:
         """One dict per (layer, head)."""
-        out = []
-        for layer, s in self.heads.items():
-            for h in range(len(s.entropy)):
-                out.append({"layer": layer, "head": h, **{k: _finite(getattr(s, k)[h]) for k in HEAD_FIELDS}})
-        return out
+        return head_rows(self.heads)
 
     def means(self) -> dict[str, float | None]:
         """Each per-head field averaged over every measured head (``None`` when the length did not run)."""
-        rows = self.head_rows()
-        out: dict[str, float | None] = {}
-        for k in HEAD_FIELDS:
-            values = [r[k] for r in rows if r[k] is not None]
-            out[k] = sum(values) / len(values) if values else None
-        return out
+        return head_means(self.head_rows())
+
+
+def head_rows(heads: dict[int, Any]) -> list[dict[str, Any]]:
+    """One dict per (layer, head) of per-layer statistics (objects or dicts holding each of :data:`HEAD_FIELDS`)."""
+    out = []
+    for layer, s in heads.items():
+        values = {k: s[k] if isinstance(s, dict) else getattr(s, k) for k in HEAD_FIELDS}
+        for h in range(len(values[HEAD_FIELDS[0]])):
+            out.append({"layer": layer, "head": h, **{k: _finite(v[h]) for k, v in values.items()}})
+    return out
+
+
+def head_means(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Each of :data:`HEAD_FIELDS` averaged over ``rows`` (:func:`head_rows`), ``None`` where none has it."""
+    out: dict[str, float | None] = {}
+    for k in HEAD_FIELDS:
+        values = [r[k] for r in rows if r[k] is not None]
+        out[k] = sum(values) / len(values) if values else None
+    return out
 
 
 def _finite(x: Any) -> float | None:

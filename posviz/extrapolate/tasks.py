@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from posviz.errors import OptionError
-from posviz.extrapolate.result import HEAD_FIELDS, _finite
+from posviz.extrapolate.result import HEAD_FIELDS, head_means, head_rows
 
 #: Seed of every test split (test examples do not change with the model's seed, so runs compare on one set).
 TEST_SEED = 0
@@ -46,6 +46,10 @@ class TaskLengthRecord:
     heads
         Per layer: each of :data:`~posviz.extrapolate.result.HEAD_FIELDS` per head, ``(heads,)``, averaged over the
         examples (weighted by their number where examples of one length differ in tokens).
+    profiles
+        Per layer, ``(heads, 2 * positions - 1)``: the offset profile, the mean attention weight at each offset
+        ``key - query`` from ``-(positions - 1)`` to ``positions - 1`` (NaN where no query has a key at that offset),
+        averaged over the examples as ``heads`` are, each over those that have the offset.
     """
 
     model: str
@@ -59,11 +63,15 @@ class TaskLengthRecord:
     examples: int = 0
     tokens: int = 0
     heads: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
+    profiles: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def head_rows(self) -> list[dict[str, Any]]:
         """One dict per (layer, head)."""
-        return [{"layer": layer, "head": h, **{k: _finite(v[k][h]) for k in HEAD_FIELDS}}
-                for layer, v in self.heads.items() for h in range(len(v[HEAD_FIELDS[0]]))]
+        return head_rows(self.heads)
+
+    def means(self) -> dict[str, float | None]:
+        """Each per-head field averaged over every measured head (``None`` when the length did not run)."""
+        return head_means(self.head_rows())
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,17 @@ class TaskResult:
                  "positions": r.positions, "accuracy": r.accuracy, "token_accuracy": r.token_accuracy, "loss": r.loss,
                  "reason": r.reason, "examples": r.examples, "tokens": r.tokens, "data_sha256": self.data["sha256"],
                  "heads": r.head_rows()} for r in self.runs]
+
+    def profile_records(self) -> list[dict[str, Any]]:
+        """Long format of the offset profiles: one dict per model, length, layer, head and offset that some query has."""
+        rows = []
+        for r in self.runs:
+            for layer, profile in r.profiles.items():
+                half = (profile.shape[-1] - 1) // 2
+                for head, offset in zip(*np.nonzero(np.isfinite(profile)), strict=True):
+                    rows.append({"model": r.model, "length": r.length, "layer": layer, "head": int(head),
+                                 "offset": int(offset) - half, "weight": float(profile[head, offset])})
+        return rows
 
     def flat_records(self) -> list[dict[str, Any]]:
         """Long format: one dict per model, length, layer and head (a length that did not run: one row, no head)."""
@@ -198,36 +217,37 @@ def _one_length(model: Any, encoded: list[tuple[list[int], int]], layers: list[i
         groups.setdefault(len(ids), []).append((ids, start))
     nll = tokens = correct = exact = 0.0
     heads: dict[int, dict[str, np.ndarray]] = {}
+    positions = max(groups)
+    profiles: dict[int, np.ndarray] = {}
+    weights: dict[int, np.ndarray] = {}
     for _, items in sorted(groups.items()):  # one batch shape per token count
         ids = np.array([x for x, _ in items], dtype=np.int64)
         scored = np.zeros_like(ids, dtype=bool)
         for row, (_, start) in enumerate(items):
             scored[row, start:] = True  # the answer and [EOS]: predicted from the token before each
         blocks = LengthBlocks(inputs=ids, targets=ids, scored=scored, text_tokens=0, stride=None)
-        done = run_length(model, blocks, layers, objective="causal", batch_size=batch_size, tiled=tiled)
+        done = run_length(model, blocks, layers, objective="causal", batch_size=batch_size, tiled=tiled, answers=True)
         nll, tokens = nll + done.nll, tokens + done.tokens
-        right, whole = _answers(model, ids, np.where(scored, ids, -100), batch_size)
-        correct, exact = correct + right, exact + whole
+        correct, exact = correct + done.tokens_right, exact + done.windows_right
         weight = len(items) / len(encoded)
         for layer, st in done.heads.items():
             into = heads.setdefault(layer, {k: np.zeros_like(getattr(st, k), dtype=float) for k in HEAD_FIELDS})
             for k in HEAD_FIELDS:
                 into[k] += weight * np.asarray(getattr(st, k), dtype=float)
+            _add_profile(profiles, weights, layer, st.profiles, weight, positions)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        profiles = {layer: np.where(weights[layer] > 0, p / weights[layer], np.nan) for layer, p in profiles.items()}
     return TaskLengthRecord(accuracy=exact / len(encoded), token_accuracy=correct / tokens, loss=nll / tokens,
-                            examples=len(encoded), tokens=int(tokens), heads=heads, **common)
+                            examples=len(encoded), tokens=int(tokens), heads=heads, profiles=profiles, **common)
 
 
-def _answers(model: Any, ids: np.ndarray, labels: np.ndarray, batch_size: int) -> tuple[int, int]:
-    """Answer tokens right and answers entirely right over ``ids`` (teacher forcing, :func:`answer_scores`)."""
-    import torch
-
-    from posviz.train.task_data import answer_scores
-
-    device = next(model.parameters()).device
-    right = whole = 0
-    with torch.inference_mode():
-        for i in range(0, len(ids), batch_size):
-            logits = model(input_ids=torch.as_tensor(ids[i : i + batch_size], device=device)).logits
-            hit, all_right = answer_scores(logits.argmax(-1).cpu().numpy(), labels[i : i + batch_size])
-            right, whole = right + int(hit.sum()), whole + int(all_right.sum())
-    return right, whole
+def _add_profile(sums: dict[int, np.ndarray], weights: dict[int, np.ndarray], layer: int, profile: np.ndarray,
+                 weight: float, positions: int) -> None:
+    """Add one token count's offset profile ``(heads, 2n - 1)``, centred, into sums over ``2 * positions - 1`` offsets."""
+    heads, width = profile.shape
+    lo = positions - 1 - (width - 1) // 2
+    into = sums.setdefault(layer, np.zeros((heads, 2 * positions - 1)))
+    seen = weights.setdefault(layer, np.zeros((heads, 2 * positions - 1)))
+    present = np.isfinite(profile)
+    into[:, lo : lo + width] += np.where(present, weight * profile, 0.0)
+    seen[:, lo : lo + width] += np.where(present, weight, 0.0)

@@ -24,8 +24,9 @@ def run(tmp_path: Path, *extra: str, toy: list[str] = TOY) -> subprocess.Complet
 
 
 def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
-    first = run(tmp_path)
+    first = run(tmp_path, "--workers", "2", "--device", "cpu")  # two shards side by side, tables once both are done
     assert first.returncode == 0, first.stderr
+    assert first.stderr.count("wrote") == 4  # table.md, table.json, figure.png, attention.png: by the parent only
     results = tmp_path / "results"
     assert sorted(p.name for p in (results / "runs").iterdir()) == ["parity-absolute-s0.json", "parity-alibi-s0.json"]
     assert not (tmp_path / "runs" / "parity-alibi-s0").exists()  # checkpoints deleted once the results are kept
@@ -34,13 +35,28 @@ def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
     assert all(r["train_length"] == 8 and r["accuracy"] is not None for r in alibi["extrapolate"])
     absolute = json.loads((results / "runs" / "parity-absolute-s0.json").read_text())
     assert absolute["test_data"]["sha256"] == alibi["test_data"]["sha256"]
+    assert alibi["machine"]["device"].startswith("cpu") and alibi["machine"]["torch"]
+    # the offset profile looking back (distance 0, 1, ...), per length and layer
+    profile = next(p for p in alibi["profiles"] if p["length"] == 16 and p["layer"] == 0)["by_distance"]
+    tokens = next(r["positions"] for r in alibi["extrapolate"] if r["length"] == 16)
+    assert len(profile) == tokens and all(w >= 0 for w in profile)
     table = json.loads((results / "table.json").read_text())
     assert {r["scheme"] for r in table["rows"]} == {"absolute", "alibi"} and (results / "figure.png").stat().st_size > 10_000
+    picture = table["attention"]
+    assert picture["task"] == "parity" and {picture["schemes"][w]["scheme"] for w in ("best", "worst")} <= {"absolute", "alibi"}
+    assert (results / "attention.png").stat().st_size > 10_000 and table["machines"] == [alibi["machine"]]
     # resumes from the results alone; another budget is refused before anything trains
     again = run(tmp_path)
     assert again.returncode == 0 and "training" not in again.stderr
     other = run(tmp_path, "--steps", "6", "--eval-every", "3", toy=[a for a in TOY if a not in ("--steps", "4", "--eval-every", "2")])
     assert other.returncode != 0 and "steps" in other.stderr
+
+
+def test_a_time_box_starts_no_run_after_it(tmp_path):
+    done = run(tmp_path, "--stop-after", "0")
+    assert done.returncode == 0, done.stderr
+    assert "--stop-after 0 s reached, parity-absolute-s0 not started" in done.stderr
+    assert not (tmp_path / "runs").exists() and not list((tmp_path / "results").glob("runs/*.json"))
 
 
 def test_runs_from_other_data_are_refused(tmp_path):

@@ -157,6 +157,35 @@ def test_the_python_api_and_frame(copy_runs):
     assert r.records()[0]["task"] == "copy" and "exact match" in r.conventions
 
 
+@pytest.mark.parametrize("exact_maps", [False, True])
+def test_offset_profiles_against_the_attention_maps(copy_runs, exact_maps):
+    """The offset profile of a task length (tiled and eager) is the mean weight on each diagonal of the maps, computed here."""
+    import posviz
+    from posviz.models import PosvizForCausalLM
+
+    r = posviz.extrapolate(str(copy_runs["rope"]), task="copy", lengths=[4], examples=12, layers="0,2", exact_maps=exact_maps)
+    model = PosvizForCausalLM.from_pretrained(str(copy_runs["rope"] / "checkpoint-30"), attn_implementation="eager").eval()
+    ids = torch.tensor([x for x, _ in make_split("copy", [4], 12, seed=0, purpose="test").encode(4)])
+    maps = []  # eager attention passes every layer's probabilities through attention_probs (shared by ALBERT's layers)
+    hooks = [m.register_forward_hook(lambda _m, _i, out: maps.append(out)) for name, m in model.named_modules()
+             if name.endswith("attention_probs")]
+    with torch.no_grad():
+        model(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    n = ids.shape[1]
+    for layer in (0, 2):
+        p = maps[layer].double().numpy()  # (examples, heads, n, n)
+        want = np.full((p.shape[1], 2 * n - 1), np.nan)
+        for k in range(-(n - 1), 1):  # causal: keys at or before the query
+            want[:, k + n - 1] = np.stack([np.diagonal(p[b], offset=k, axis1=1, axis2=2) for b in range(len(p))]).mean(axis=(0, 2))
+        got = r.runs[0].profiles[layer]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got[:, : n], want[:, : n], atol=1e-6)
+    rows = r.profile_records()
+    assert {(x["layer"], x["offset"]) for x in rows} == {(layer, k) for layer in (0, 2) for k in range(-(n - 1), 1)}
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["train", "--task", "sums", "--scheme", "none"], "unknown task 'sums'"),
     (["train", "--task", "copy", "--scheme", "none", "--train-length", "20", "--test-length", "10"], "--test-length 10 is below --train-length 20"),
