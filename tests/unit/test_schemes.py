@@ -148,3 +148,27 @@ def test_tupe_r_buckets_are_t5_buckets_with_separate_cls_buckets():
     assert torch.all(ids[0, :] == 16) and torch.all(ids[1:, 0] == 32)
     assert not torch.any(t5 == 16)  # the [CLS]->others bucket is one T5 never produces
     assert int(t5.max()) == 31
+
+
+@pytest.mark.parametrize("scheme", ["absolute", "none", "tisa", "absolute+tisa", "tupe-a", "tupe-r", "t5", "alibi", "rope",
+                                    "sinusoidal"])
+def test_a_model_trains_after_an_evaluation_under_inference_mode(scheme):
+    """The tables a scheme caches per length are normal tensors: an evaluation under ``torch.inference_mode`` (posviz
+    extrapolate) followed by a training step at the same lengths (the next run of a script, in one process) works."""
+    from posviz.models import PosvizAlbertConfig, PosvizForCausalLM
+
+    torch.manual_seed(0)
+    config = PosvizAlbertConfig(vocab_size=32, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=16, position_scheme=scheme)
+    model = PosvizForCausalLM(config)
+    lengths = [12] if scheme.startswith("absolute") or scheme.startswith("tupe") else [12, 24]  # 24: past the trained length
+    model.eval()
+    with torch.inference_mode():
+        for n in lengths:
+            model(input_ids=torch.randint(0, 32, (2, n)))
+    model.train()
+    for n in lengths:
+        ids = torch.randint(0, 32, (2, n))
+        model(input_ids=ids, labels=ids).loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)

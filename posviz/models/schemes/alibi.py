@@ -45,5 +45,6 @@ class AlibiScores(OffsetScores):
         cache = self.__dict__.setdefault("_offsets", {})
         if key not in cache:
             f = alibi.bias_offsets(self.slopes.detach().cpu().double().numpy(), n)
-            cache[key] = torch.from_numpy(f).to(device=self.slopes.device, dtype=self.slopes.dtype)
+            with torch.inference_mode(False):  # usable by a later training step too (see offsets._index)
+                cache[key] = torch.from_numpy(f).to(device=self.slopes.device, dtype=self.slopes.dtype)
         return cache[key]

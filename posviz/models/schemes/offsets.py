@@ -17,7 +17,10 @@ from posviz.schemes.offsets import offset_index
 
 @lru_cache(maxsize=64)
 def _index(n: int, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(offset_index(n)).to(device)
+    # a normal tensor even when first asked for under inference_mode (an evaluation): a later training step saves
+    # the index for its backward pass, which an inference tensor refuses
+    with torch.inference_mode(False):
+        return torch.from_numpy(offset_index(n)).to(device)
 
 
 def expand_offsets(f: torch.Tensor) -> torch.Tensor:

@@ -63,6 +63,7 @@ class T5Scores(OffsetScores):
             key = (n, self.offset_buckets.device)
             if key not in cache:
                 cache.clear()
-                cache[key] = self._buckets(n).to(self.offset_buckets.device)
+                with torch.inference_mode(False):  # a later training step saves the ids for backward (see offsets._index)
+                    cache[key] = self._buckets(n).to(self.offset_buckets.device)
             ids = cache[key]
         return self.relative_attention_bias(ids).T  # (2n-1, heads) -> (heads, 2n-1)
