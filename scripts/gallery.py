@@ -358,6 +358,36 @@ def verify_long_context(work: Path) -> list[str]:
     return [f"{LONG}/runs/rope-s0.json against a rerun at this commit:"] + r.stdout.splitlines()
 
 
+def make_lg_runs(work: Path) -> None:
+    """Every run of the shipped comparison into the work folder (no record reused), then its records into reports/."""
+    import shutil
+
+    common = ["--out", work / "runs", "--results", work / "results", "--workers", "2"]
+    python("scripts/length_generalisation.py", "--tasks", "copy", "reverse", *common)
+    python("scripts/length_generalisation.py", "--tasks", "sorting", "parity", "addition", "scan", "--seeds", "0", *common)
+    shutil.rmtree(ROOT / LG / "runs")
+    shutil.copytree(work / "results" / "runs", ROOT / LG / "runs")
+    shutil.copy2(work / "results" / "experiment.json", ROOT / LG / "experiment.json")
+
+
+def make_lg_tables(out: Path) -> None:
+    python("scripts/length_generalisation.py", "--phase", "tabulate", "--results", LG)
+
+
+def verify_lg(work: Path) -> list[str]:
+    """Rerun ``sorting-none-s0`` (NoPE, the one scheme that sorts past its trained length) on this machine and compare
+    its exact match at every length with the shipped record (made on a GPU: see the script's ``--compare``)."""
+    python(ROOT / "scripts/length_generalisation.py", "--tasks", "sorting", "--schemes", "none", "--seeds", "0", "--device", "cpu",
+           "--out", "runs", "--results", "results", cwd=work)
+    cmd = [sys.executable, "scripts/length_generalisation.py", "--compare", f"{LG}/runs/sorting-none-s0.json",
+           str(work / "results/runs/sorting-none-s0.json")]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sys.stderr.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
+    return [f"{LG}/runs/sorting-none-s0.json against a rerun at this commit:"] + r.stdout.splitlines()
+
+
 def _head_epoch() -> str:
     return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -369,6 +399,11 @@ TSTL_TABLES = [f"{TSTL}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{TST
 LONG = "reports/long-context-miniature"
 LONG_RUNS = [f"{LONG}/runs/*.json"]
 LONG_TABLES = [f"{LONG}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{LONG}/figure.png"]
+LG = "reports/length-generalisation"
+LG_RUNS = [f"{LG}/runs/*.json", f"{LG}/experiment.json"]
+LG_TABLES = [f"{LG}/table.md", f"{LG}/table.json", f"{LG}/figure.png", f"{LG}/attention.png"]
+#: What a task run is made of beside the training code: the tasks, their data and loss, and FIRE (a plugin scheme).
+TASK_CODE = ["posviz/tasks/*.py", "posviz/train/task_data.py", "examples/posviz-fire/posviz_fire/*.py"]
 T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
 T3_TABLES = [f"{T3}/{stem}.{ext}" for stem in ("table3", "tupe", "score-by-step", "figure2")
              for ext in ("md", "csv", "json", "png")] + [f"{T3}/overview.md"]
@@ -450,6 +485,19 @@ RECIPES: tuple[Recipe, ...] = (
            make=make_long_context_tables, inputs=run_record_inputs(LONG_RUNS)),
     Recipe("long-context-miniature-prose", "prose", [f"{LONG}/README.md"], [*LONG_TABLES],
            f"edit {LONG}/README.md by hand: it quotes the tables beside it"),
+    Recipe("length-generalisation-runs", "slow", LG_RUNS,
+           ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
+            *READ],
+           f"scripts/length_generalisation.py --device cuda --workers 16 --tasks copy reverse --results {LG}, then the same with"
+           " --tasks sorting parity addition scan --seeds 0 (100 runs: about 12 minutes on one H200 GPU, about 25 minutes a run"
+           " on one CPU core; resumes; FIRE needs pip install ./examples/posviz-fire)",
+           make=make_lg_runs, verify=verify_lg),
+    Recipe("length-generalisation-tables", "quick", LG_TABLES,
+           ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
+           f"scripts/length_generalisation.py --phase tabulate --results {LG}",
+           make=make_lg_tables, inputs=run_record_inputs(LG_RUNS)),
+    Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES],
+           f"edit {LG}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
                                       "reports/hidden-schemes/figure.png"],
            ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],

@@ -56,6 +56,8 @@ LABELS = {"absolute": "absolute (learned table)", "sinusoidal": "sinusoidal", "r
 #: Kazemnejad et al.'s mean reciprocal rank over 17 splits x 3 seeds (their Figure 1/Table; REFERENCE notes).
 PAPER_MRR = {"none": 0.687, "t5": 0.549, "alibi": 0.502, "rope-25": 0.330, "absolute": 0.215}
 TASKS = ("copy", "reverse", "sorting", "parity", "addition", "scan")
+#: Exact match of guessing: parity's answer is one bit, so half of the answers are right by chance.
+CHANCE = {"parity": 0.5}
 
 
 def default_lengths(task: str) -> list[int]:
@@ -72,6 +74,9 @@ def default_lengths(task: str) -> list[int]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--phase", default="all", choices=("all", "tabulate"), help="run the experiment, or only tabulate (default: all)")
+    p.add_argument("--compare", nargs=2, type=Path, metavar=("SHIPPED", "RERUN"),
+                   help="compare two records of one run (exit 1 if exact match differs by more than --atol at a length)")
+    p.add_argument("--atol", type=float, default=0.05, help="--compare: largest exact-match difference accepted (default: 0.05)")
     p.add_argument("--shard", default="0/1", help="K/N: run every N-th run from the K-th (default: 0/1)")
     p.add_argument("--workers", type=int, default=1, help="shards run side by side, one process each (default: 1)")
     p.add_argument("--order", default="task", choices=("task", "seed"),
@@ -272,28 +277,43 @@ def summary(runs: list[dict[str, Any]], threshold: float = 0.95) -> tuple[list[d
     return rows, learnt
 
 
-def mean_reciprocal_rank(rows: list[dict[str, Any]], learnt: dict[str, bool]) -> dict[str, float]:
+#: Exact-match differences below this are ties in the second MRR: about 20 of the 400 answers beyond the trained
+#: length (4 lengths x 100 examples), so that a ranking does not rest on a handful of answers.
+TIE = 0.05
+
+
+def mean_reciprocal_rank(rows: list[dict[str, Any]], learnt: dict[str, bool], tie: float = 0.0) -> dict[str, float]:
     """Kazemnejad et al.'s MRR: per learnt task and seed, rank the schemes by exact match beyond the trained lengths
-    (ties share the better rank), and average 1 / rank over tasks and seeds."""
+    (ties share the better rank; with ``tie``, scores closer than that count as ties), and average 1 / rank over tasks
+    and seeds."""
     ranks: dict[str, list[float]] = {}
     for task in [t for t, ok in learnt.items() if ok]:
         group = [r for r in rows if r["task"] == task]
         for seed in range(min(len(r["beyond_by_seed"]) for r in group)):
             scores = {r["scheme"]: r["beyond_by_seed"][seed] for r in group}
             for scheme, v in scores.items():
-                ranks.setdefault(scheme, []).append(1.0 / (1 + sum(w > v for w in scores.values())))
+                ranks.setdefault(scheme, []).append(1.0 / (1 + sum(w > v + tie for w in scores.values())))
     return {s: sum(v) / len(v) for s, v in ranks.items()}
 
 
-def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float]) -> str:
+def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float], mrr_tied: dict[str, float]) -> str:
     lines = ["| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} | {LABELS[r['scheme']]} | {r['seeds']} | {r['within']:.3f} ({r['within_min']:.3f}) | "
                      f"{r['beyond']:.3f} | {'yes' if learnt[r['task']] else 'no'} |")
-    lines += ["", "| scheme | MRR here (learnt tasks) | MRR, Kazemnejad et al. |", "|---|---|---|"]
+    # Kazemnejad et al.'s form: exact match beyond the trained lengths, scheme by task (learnt tasks, mean over seeds)
+    tasks = [t for t in TASKS if learnt.get(t)]
+    seeds = {t: min(r["seeds"] for r in rows if r["task"] == t) for t in tasks}
+    head = [f"{t} ({seeds[t]} seed{'s' if seeds[t] > 1 else ''}{f'; chance {CHANCE[t]}' if t in CHANCE else ''})" for t in tasks]
+    lines += ["", "| scheme | " + " | ".join(head) + " |", "|---" * (len(tasks) + 1) + "|"]
+    for scheme in [s for s in SCHEMES if any(r["scheme"] == s for r in rows)]:
+        cells = [next((f"{r['beyond']:.3f}" for r in rows if r["task"] == t and r["scheme"] == scheme), "—") for t in tasks]
+        lines.append(f"| {LABELS[scheme]} | " + " | ".join(cells) + " |")
+    lines += ["", f"| scheme | MRR here (learnt tasks) | MRR here, differences below {TIE} tied | MRR, Kazemnejad et al. |",
+              "|---|---|---|---|"]
     for s in sorted(mrr, key=lambda s: -mrr[s]):
         paper = PAPER_MRR.get(s)
-        lines.append(f"| {LABELS[s]} | {mrr[s]:.3f} | {'—' if paper is None else f'{paper:.3f}'} |")
+        lines.append(f"| {LABELS[s]} | {mrr[s]:.3f} | {mrr_tied[s]:.3f} | {'—' if paper is None else f'{paper:.3f}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -304,8 +324,13 @@ def figure(runs: list[dict[str, Any]], path: Path) -> None:
     from posviz.plots.common import new_figure, save_figure
 
     tasks = [t for t in TASKS if any(r["settings"]["task"] == t for r in runs)]
-    fig = new_figure(4.2 * len(tasks), 3.6)
-    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    cols = min(3, len(tasks))
+    rows = -(-len(tasks) // cols)
+    fig = new_figure(4.2 * cols, 3.4 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(tasks):]:
+        ax.set_visible(False)
+    axes = axes[: len(tasks)]
     colours = matplotlib.colormaps["tab10"]
     for ax, task in zip(axes, tasks, strict=True):
         trained = next(r["settings"]["train_length"] for r in runs if r["settings"]["task"] == task)
@@ -317,6 +342,9 @@ def figure(runs: list[dict[str, Any]], path: Path) -> None:
             acc = [sum(g["extrapolate"][j]["accuracy"] or 0.0 for g in group) / len(group) for j in range(len(lengths))]
             ax.plot(lengths, acc, marker="o", ms=3, color=colours(i % 10), label=LABELS[scheme])
         ax.axvline(trained, color="0.4", ls=":", lw=1)
+        if task in CHANCE:
+            ax.axhline(CHANCE[task], color="0.5", ls="--", lw=0.8)
+            ax.text(ax.get_xlim()[0], CHANCE[task] + 0.02, " chance (a one-bit answer)", fontsize=6.5, color="0.4")
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"{task} (dotted: trained length)", fontsize=9)
         ax.set_xlabel("length (the task's own)", fontsize=8)
@@ -327,17 +355,23 @@ def figure(runs: list[dict[str, Any]], path: Path) -> None:
 
 
 def attention_picture(runs: list[dict[str, Any]], rows: list[dict[str, Any]], learnt: dict[str, bool]) -> dict[str, Any] | None:
-    """Past the trained length, for the best and the worst scheme of the first learnt task (else the first task), by
-    exact match beyond: per length, the normalised entropy and sink mass (means over heads and seeds), and the offset
-    profile looking back (mean over layers and seeds)."""
+    """Past the trained length, for the best and the worst scheme by exact match beyond, on the learnt task where
+    they differ most (else on every task): per length, the normalised entropy and sink mass (means over heads and
+    seeds), and the offset profile looking back (mean over layers and seeds). Schemes tied with the worst are named."""
     import numpy as np
 
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
     if not tasks:
         return None
-    task = next((t for t in tasks if learnt.get(t)), tasks[0])
+
+    def spread(task: str) -> float:
+        beyond = [r["beyond"] for r in rows if r["task"] == task]
+        return max(beyond) - min(beyond)
+
+    task = max([t for t in tasks if learnt.get(t)] or tasks, key=lambda t: (spread(t), -TASKS.index(t)))
     ranked = sorted((r for r in rows if r["task"] == task), key=lambda r: (-r["beyond"], list(SCHEMES).index(r["scheme"])))
-    picture: dict[str, Any] = {"task": task, "schemes": {}}
+    picture: dict[str, Any] = {"task": task, "spread": spread(task), "schemes": {},
+                               "tied_with_worst": [r["scheme"] for r in ranked[:-1] if r["beyond"] == ranked[-1]["beyond"]]}
     for which, row in (("best", ranked[0]), ("worst", ranked[-1])):
         group = [r for r in runs if r["settings"]["task"] == task and scheme_of(r) == row["scheme"]]
         lengths = [x["length"] for x in group[0]["extrapolate"]]
@@ -362,7 +396,9 @@ def attention_figure(picture: dict[str, Any], path: Path) -> None:
     ent, sink, prof = fig.subplots(1, 3)
     for which, colour in (("best", "tab:green"), ("worst", "tab:red")):
         per = picture["schemes"][which]
-        label = f"{which}: {LABELS[per['scheme']]} (beyond {per['beyond']:.2f})"
+        ties = picture["tied_with_worst"] if which == "worst" else []
+        tied = f"; tied: {', '.join(LABELS[t] for t in ties)}" if ties else ""
+        label = f"{which}: {LABELS[per['scheme']]} (beyond {per['beyond']:.3f}{tied})"
         ent.plot(per["lengths"], per["entropy_normalised"], marker="o", ms=3, color=colour, label=label)
         sink.plot(per["lengths"], per["sink_mass"], marker="o", ms=3, color=colour, label=label)
         for (length, curve), style in zip(per["profiles"].items(), ("--", "-"), strict=False):
@@ -389,12 +425,13 @@ def tabulate(args: argparse.Namespace) -> list[Path]:
     if not runs:
         return []
     rows, learnt = summary(runs, args.learnt)
-    mrr = mean_reciprocal_rank(rows, learnt)
+    mrr, mrr_tied = mean_reciprocal_rank(rows, learnt), mean_reciprocal_rank(rows, learnt, TIE)
     picture = attention_picture(runs, rows, learnt)
     machines = sorted({json.dumps(r["machine"], sort_keys=True) for r in runs if "machine" in r})
     out = [args.results / "table.md", args.results / "table.json", args.results / "figure.png", args.results / "attention.png"]
-    write_text_atomic(out[0], markdown(rows, learnt, mrr))
-    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "mrr": mrr, "paper_mrr": PAPER_MRR,
+    write_text_atomic(out[0], markdown(rows, learnt, mrr, mrr_tied))
+    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "mrr": mrr, "mrr_tie": TIE, "mrr_with_ties": mrr_tied,
+                                          "paper_mrr": PAPER_MRR,
                                           "attention": picture, "machines": [json.loads(m) for m in machines]}, indent=1) + "\n")
     figure(runs, out[2])
     if picture is not None:
@@ -402,9 +439,37 @@ def tabulate(args: argparse.Namespace) -> list[Path]:
     return out[:3] if picture is None else out
 
 
+def compare_runs(shipped: Path, rerun: Path, atol: float) -> int:
+    """Print a rerun of one run against its shipped record, length by length; 0 when they were made from the same
+    data and budget and every exact match agrees within ``atol``, else 1.
+
+    Exact match is what the tables show. A rerun on another device (the CPU for runs made on a GPU) rounds
+    differently, and 3000 steps carry that into the weights, so losses differ in their second digit while the
+    answers, right or wrong, mostly stay (two copy runs measured: exact match equal at every length)."""
+    a, b = (json.loads(p.read_text(encoding="utf-8")) for p in (shipped, rerun))
+    same = [k for k in ("size", "steps", "batch_size", "seed", "scheme", "task", "train_length") if a["settings"][k] != b["settings"][k]]
+    if a["settings"]["task_data"] != b["settings"]["task_data"] or a["test_data"]["sha256"] != b["test_data"]["sha256"]:
+        same.append("data")
+    if same:
+        print(f"{a['run']}: the rerun differs in {', '.join(same)}; nothing compared")
+        return 1
+    print(f"{a['run']}: shipped on {a.get('machine', {}).get('device', 'an unrecorded device')}, rerun on "
+          f"{b.get('machine', {}).get('device', 'an unrecorded device')}; held-out loss {a['eval_loss']:.5f} vs {b['eval_loss']:.5f}")
+    worst = 0.0
+    for x, y in zip(a["extrapolate"], b["extrapolate"], strict=True):
+        diff = abs((x["accuracy"] or 0.0) - (y["accuracy"] or 0.0))
+        worst = max(worst, diff)
+        print(f"  length {x['length']:>3}: exact match {x['accuracy']} vs {y['accuracy']}, token accuracy "
+              f"{x['token_accuracy']:.3f} vs {y['token_accuracy']:.3f}, loss {x['loss']:.4f} vs {y['loss']:.4f}")
+    print(f"largest exact-match difference {worst:.3f} (accepted: {atol})")
+    return 0 if worst <= atol else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.compare:
+        return compare_runs(*args.compare, args.atol)
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the Trainer takes a GPU whenever it sees one; before torch looks
     if args.phase == "all" and args.workers > 1:

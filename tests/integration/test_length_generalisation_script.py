@@ -84,3 +84,27 @@ def test_mean_reciprocal_rank_as_kazemnejad_et_al():
             {"task": "parity", "scheme": "none", "beyond_by_seed": [0.0]}]
     mrr = lg.mean_reciprocal_rank(rows, {"copy": True, "parity": False})
     assert mrr == pytest.approx({"none": (1 + 1 / 2) / 2, "rope": (1 / 2 + 1 / 2) / 2, "t5": (1 / 3 + 1) / 2})
+    # differences within the tie count as ties: seed 0, rope (0.5) ties with none (0.9), t5 (0.1) does not; seed 1, all tie
+    tied = lg.mean_reciprocal_rank(rows, {"copy": True, "parity": False}, tie=0.45)
+    assert tied == pytest.approx({"none": 1.0, "rope": 1.0, "t5": (1 / 2 + 1) / 2})
+
+
+def test_compare_accepts_equal_answers_and_refuses_others(tmp_path):
+    """--compare: 0 when every exact match agrees within --atol, 1 beyond it or when the data differ."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    settings = {"size": "tiny", "steps": 10, "batch_size": 8, "seed": 0, "scheme": "none", "task": "copy", "train_length": 4,
+                "task_data": {"train": {"sha256": "a"}}}
+
+    def record(accuracy: list[float], data: str = "t") -> Path:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({"run": "copy-none-s0", "settings": settings, "test_data": {"sha256": data}, "eval_loss": 0.1,
+                                    "extrapolate": [{"length": n, "accuracy": a, "token_accuracy": a, "loss": 1.0}
+                                                    for n, a in zip((2, 8), accuracy, strict=True)]}))
+        return path
+
+    shipped = record([1.0, 0.40])
+    assert lg.compare_runs(shipped, record([1.0, 0.43]), atol=0.05) == 0
+    assert lg.compare_runs(shipped, record([1.0, 0.50]), atol=0.05) == 1
+    assert lg.compare_runs(shipped, record([1.0, 0.40], data="u"), atol=0.05) == 1
