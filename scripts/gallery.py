@@ -489,7 +489,7 @@ RECIPES: tuple[Recipe, ...] = (
            ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
             *READ],
            f"scripts/length_generalisation.py --device cuda --workers 16 --tasks copy reverse --results {LG}, then the same with"
-           " --tasks sorting parity addition scan --seeds 0 (100 runs: about 12 minutes on one H200 GPU, about 25 minutes a run"
+           " --tasks sorting parity addition scan --seeds 0 (100 runs: about 11 minutes on one H200 GPU, about 25 minutes a run"
            " on one CPU core; resumes; FIRE needs pip install ./examples/posviz-fire)",
            make=make_lg_runs, verify=verify_lg),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
