@@ -28,6 +28,7 @@ from posviz.cli import (
     heads,
     heatmap,
     hidden,
+    measures,
     report,
     toeplitzness,
     train,
@@ -40,7 +41,14 @@ _state = {"debug": False}
 
 
 class _Group(TyperGroup):
-    """Turns user errors (ours and click's) into one line and exit code 2."""
+    """Turns user errors (ours and click's) into one line and exit code 2; names the registry's measures in the help."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from posviz.measures import measure_names  # entry-point names only: no measure is imported
+
+        self.epilog = (f"Measures: {', '.join(measure_names())} (posviz measures lists them; posviz trajectory --measure "
+                       "NAME runs one along checkpoints; other packages add theirs, docs/extending.md).")
+        super().format_help(ctx, formatter)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra: Any) -> Any:
         _state["debug"] = False
@@ -136,6 +144,7 @@ app.command("attention", no_args_is_help=True)(attention.command)
 app.command("hidden", no_args_is_help=True)(hidden.command)
 app.command("explore", no_args_is_help=True)(explore.command)
 app.command("extrapolate", no_args_is_help=True)(extrapolate.command)
+app.command("measures")(measures.command)
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
-"""``posviz trajectory``: Toeplitzness of E_P along a checkpoint series, with the null band; RoPE band usage."""
+"""``posviz trajectory``: any measure of the registry along a checkpoint series (Toeplitzness of E_P with its null
+band by default; RoPE band usage; attention and hidden states on text; measures of other packages), and the views
+the registry's measures name for it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,14 +12,6 @@ import typer
 
 from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Normalize, OutputFormat, split_outputs
 from posviz.util.tables import emit, to_csv, to_json
-
-
-class Measure(str, Enum):
-    auto = "auto"
-    toeplitzness = "toeplitzness"
-    bands = "bands"
-    attention = "attention"
-    hidden = "hidden"
 
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
@@ -151,6 +144,67 @@ def hidden_table(rows: list[dict]) -> str:
                           "permuted), rank90, position probe's mean absolute error on held-out blocks against always predicting the middle.")
 
 
+# --- the views that posviz's measures name (posviz.measures.builtin), and those of a measure without its own ---------
+
+
+def toeplitzness_view(result: Any) -> str:
+    return trajectory_table(result.rows)
+
+
+def toeplitzness_figure(result: Any, *, band: bool, keep_duplicates: bool) -> Any:
+    from posviz.plots.trajectory import plot_trajectory
+
+    return plot_trajectory(result.rows, band=band, keep_duplicates=keep_duplicates)
+
+
+def bands_view(result: Any) -> str:
+    return band_table(result.summary)
+
+
+def bands_figure(result: Any, *, band: bool, keep_duplicates: bool) -> Any:
+    from posviz.plots.band_trajectory import plot_band_trajectory
+
+    return plot_band_trajectory(result.summary, result.rows[0]["band_wavelength"], keep_duplicates=keep_duplicates)
+
+
+def attention_view(result: Any) -> str:
+    return attention_table(result.rows)
+
+
+def attention_figure(result: Any, *, band: bool, keep_duplicates: bool) -> Any:
+    from posviz.plots.trajectory import ATTENTION_PANELS, SPAN_PANEL, plot_trajectory
+
+    panels = ATTENTION_PANELS + ((SPAN_PANEL,) if all("span90" in r for r in result.rows) else ())
+    return plot_trajectory(result.rows, band=band, panels=panels, null_label="null mean (rows shuffled)",
+                           title="Attention on text along training (posviz attention)", keep_duplicates=keep_duplicates)
+
+
+def hidden_view(result: Any) -> str:
+    return hidden_table(result.rows)
+
+
+def hidden_figure(result: Any, *, band: bool, keep_duplicates: bool) -> Any:
+    from posviz.plots.trajectory import HIDDEN_PANELS, plot_trajectory
+
+    return plot_trajectory(result.rows, band=band, panels=HIDDEN_PANELS, null_label="null / baseline",
+                           title="Position in the hidden states along training (posviz hidden)", keep_duplicates=keep_duplicates)
+
+
+def columns_view(result: Any, measure: Any) -> str:
+    """A measure without its own table: one line per checkpoint, its ``columns``, grouped by series."""
+    columns = [("step", 10, lambda r: r["step"])] + [(label, max(10, len(label)), _score_of(key)) for key, label in measure.columns]
+    return _grouped_table(result.rows, columns, f"{measure.name}: {measure.summary} (from {measure.origin}).")
+
+
+def columns_figure(result: Any, measure: Any, *, band: bool, keep_duplicates: bool) -> Any:
+    """A measure without its own figure: one panel per column against step."""
+    from posviz.plots.trajectory import plot_trajectory
+
+    panels = [(key, "", "", label) for key, label in measure.columns]
+    return plot_trajectory(result.rows, band=band, panels=panels, title=f"{measure.name} along training ({measure.origin})",
+                           keep_duplicates=keep_duplicates)
+
+
 def command(
     sources: Annotated[list[str], typer.Argument(help="posviz train run folders (every kept checkpoint), RUN@STEP (one of them) and/or hub ids whose name carries the step (org/name-step_20k); with --revisions, one hub id.", show_default=False)],
     revisions: Annotated[str | None, typer.Option("--revisions", metavar="R1,R2,...", help="Revisions (branches, tags, commits) of the one hub id SOURCE, each a checkpoint; steps from their names (step_20k, step-20000, 20k) or --steps.")] = None,
@@ -167,7 +221,7 @@ def command(
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
-    measure: Annotated[Measure, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; auto: bands for RoPE models, else toeplitzness.")] = Measure.auto,
+    measure: Annotated[str, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; hidden: position in the hidden states on --corpus (posviz hidden); a measure another package registers (posviz measures lists them); auto: bands for RoPE models, else toeplitzness.")] = "auto",
     layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all); --measure hidden: layers measured (default all; 0 = embedding output).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
     corpus: Annotated[str | None, typer.Option("--corpus", help="--measure attention and hidden: the fixed corpus (text file, folder, cpython-3.11.7-docstrings[:N]; default: the packaged corpus).", show_default=False)] = None,
@@ -194,7 +248,7 @@ def command(
 
     figures, texts = split_outputs(output, plot=plot)
     with training_processes(report=report_error) as rank:  # under torchrun (--measure hidden): checkpoints shared out
-        result = trajectory(sources, measure=measure.value, revisions=_parse_revisions(revisions), steps=_parse_steps(steps),
+        result = trajectory(sources, measure=measure, revisions=_parse_revisions(revisions), steps=_parse_steps(steps),
                             corpus=corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, probe=probe,
                             positions=positions, table=table, normalize=normalize.value, null_draws=null_draws, seed=seed,
                             allow_missing=allow_missing, cache=not no_cache)
@@ -202,59 +256,30 @@ def command(
         return
     if result.cache_hits:
         typer.echo(f"{result.cache_hits} of {len(result.rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
-    if result.measure == "bands":
-        _bands(result, texts, figures, fmt=fmt, dpi=dpi, keep_duplicates=keep_duplicates)
-    else:
-        _write(result.rows, texts, figures, fmt, band=band, dpi=dpi, measure=result.measure, keep_duplicates=keep_duplicates)
+    _write(result, texts, figures, fmt, band=band, dpi=dpi, keep_duplicates=keep_duplicates)
 
 
-def _write(rows: list[dict], texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
-           measure: str, keep_duplicates: bool = False) -> None:
-    """Rows to the text outputs (or stdout) and the figure to every figure path; ``measure`` names the rows' measure."""
-    table = {"attention": attention_table, "hidden": hidden_table}.get(measure, trajectory_table)
+def _write(result: Any, texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,
+           keep_duplicates: bool = False) -> None:
+    """Rows to the text outputs (or stdout) and the figure to every figure path, with the views of the result's measure."""
+    from functools import partial
+
+    from posviz.measures import get_measure
+
+    measure = get_measure(result.measure)
+    table = measure.load("table") if measure.table else partial(columns_view, measure=measure)
+    figure = measure.load("figure") if measure.figure else partial(columns_figure, measure=measure)
 
     def render(kind: str) -> str:
-        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else table(rows)
+        return to_json(result.rows) if kind == "json" else to_csv(result.rows) if kind == "csv" else table(result)
 
     for path, kind in texts:
         emit(render(kind), path)
         typer.echo(f"wrote {path}", err=True)
     if figures:
         from posviz.plots.common import save_figure
-        from posviz.plots.trajectory import ATTENTION_PANELS, HIDDEN_PANELS, SPAN_PANEL, plot_trajectory
 
-        if measure == "attention":
-            panels = ATTENTION_PANELS + ((SPAN_PANEL,) if all("span90" in r for r in rows) else ())
-            fig = plot_trajectory(rows, band=band, panels=panels, null_label="null mean (rows shuffled)",
-                                  title="Attention on text along training (posviz attention)", keep_duplicates=keep_duplicates)
-        elif measure == "hidden":
-            fig = plot_trajectory(rows, band=band, panels=HIDDEN_PANELS, null_label="null / baseline",
-                                  title="Position in the hidden states along training (posviz hidden)",
-                                  keep_duplicates=keep_duplicates)
-        else:
-            fig = plot_trajectory(rows, band=band, keep_duplicates=keep_duplicates)
-        for path in figures:
-            save_figure(fig, path, dpi=dpi)
-            typer.echo(f"wrote {path}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
-
-
-def _bands(result, texts, figures, *, fmt: OutputFormat, dpi: int, keep_duplicates: bool = False) -> None:
-    """``--measure bands``: per-head band usage of every checkpoint, as rows, a table and a figure."""
-    rows, summary = result.rows, result.summary
-
-    def render(kind: str) -> str:
-        return to_json(rows) if kind == "json" else to_csv(rows) if kind == "csv" else band_table(summary)
-
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
-        from posviz.plots.band_trajectory import plot_band_trajectory
-        from posviz.plots.common import save_figure
-
-        fig = plot_band_trajectory(summary, rows[0]["band_wavelength"], keep_duplicates=keep_duplicates)
+        fig = figure(result, band=band, keep_duplicates=keep_duplicates)
         for path in figures:
             save_figure(fig, path, dpi=dpi)
             typer.echo(f"wrote {path}", err=True)

@@ -1,9 +1,10 @@
 """``posviz.trajectory(...)``: a measure along a checkpoint series, sorted by step, with the series checks.
 
 The library function behind ``posviz trajectory``: the series is resolved (:mod:`posviz.compare.series`), the measure
-chosen (``auto``: RoPE band usage for RoPE models, else the Toeplitzness of E_P), every checkpoint measured, and the
-rows marked by the series checks (:mod:`posviz.compare.integrity`: a checkpoint repeating another's content, or
-breaking from both neighbours) before they are returned. The command renders them.
+taken from the registry (:mod:`posviz.measures`; ``auto``: RoPE band usage for RoPE models, else the Toeplitzness of
+E_P), every checkpoint measured by the measure's ``series`` (or its ``point``, once per checkpoint), and the rows
+marked by the series checks (:mod:`posviz.compare.integrity`: a checkpoint repeating another's content, or breaking
+from both neighbours) before they are returned. The command renders them with the measure's views.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from typing import Any
 
 from posviz.errors import OptionError
 
-MEASURES = ("auto", "toeplitzness", "bands", "attention", "hidden")
-
 
 @dataclass(frozen=True)
 class TrajectoryResult:
@@ -25,7 +24,8 @@ class TrajectoryResult:
     Attributes
     ----------
     measure
-        ``toeplitzness``, ``bands``, ``attention`` or ``hidden`` (``auto`` resolved).
+        The measure's name (``auto`` resolved): ``toeplitzness``, ``bands``, ``attention``, ``hidden``, or one that
+        another package registers (:mod:`posviz.measures`).
     rows
         One dict per checkpoint (``bands``: per checkpoint, layer and head), with ``series`` and ``step``, and the
         series checks' ``duplicate_of``, ``suspect`` and ``reason``.
@@ -78,7 +78,8 @@ def trajectory(
         ``revisions``, one hub id.
     measure
         ``toeplitzness`` (of P = E_P E_Pᵀ), ``bands`` (RoPE band usage per head), ``attention`` or ``hidden`` (on
-        ``corpus``, the same token blocks for every checkpoint), or ``auto``.
+        ``corpus``, the same token blocks for every checkpoint), a measure another package registers
+        (``posviz measures`` lists them), or ``auto``.
     revisions, steps
         Revisions of the one hub id; steps of the ids or revisions, in order (for names without a step).
     corpus, seq_len, max_blocks
@@ -94,7 +95,7 @@ def trajectory(
     Raises
     ------
     PosvizError
-        Bad sources or options (``layers`` or ``probe`` with ``toeplitzness``).
+        Bad sources, an unknown measure, or an option the measure does not use (``layers`` with ``toeplitzness``).
 
     Examples
     --------
@@ -103,22 +104,54 @@ def trajectory(
     """
     from posviz.compare.band_series import measure_for
     from posviz.compare.series import revision_points, series_points
-    from posviz.train.corpus import DEMO_CORPUS
+    from posviz.measures import SeriesOptions, get_measure
 
-    if measure not in MEASURES:
-        raise OptionError(f"unknown measure {measure!r}", f"choose one of {', '.join(MEASURES)}")
+    options = SeriesOptions(corpus=corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, probe=probe,
+                            positions=positions, table=table, normalize=normalize, null_draws=null_draws, seed=seed,
+                            allow_missing=allow_missing, cache=cache)
+    if measure != "auto":
+        get_measure(measure, series=True)  # an unknown name is refused before any checkpoint is resolved
     specs = [sources] if isinstance(sources, str) else list(sources)
     points = revision_points(specs, list(revisions), steps) if revisions is not None else series_points(specs, steps)
-    chosen = measure if measure != "auto" else measure_for(points[0].spec)
-    if chosen == "bands":
-        return _bands(points, layers=layers, probe=probe, positions=positions)
-    if chosen in ("attention", "hidden"):
-        return _on_text(points, chosen, corpus=corpus or DEMO_CORPUS, seq_len=seq_len, layers=layers or "all",
-                        max_blocks=max_blocks, seed=seed)
-    if layers is not None or probe is not None:
-        raise OptionError("--layers and --probe apply to --measure bands (RoPE models) and --layers to --measure attention and hidden")
-    return _toeplitzness(points, positions=positions, table=table, normalize=normalize, null_draws=null_draws, seed=seed,
-                         allow_missing=allow_missing, cache=cache)
+    chosen = get_measure(measure if measure != "auto" else measure_for(points[0].spec), series=True)
+    _refuse_options(chosen, options)
+    if chosen.series:
+        return chosen.load("series")(points, options)
+    return point_series(chosen, points, options)
+
+
+def _flag(option: str) -> str:
+    """The command-line flag of a series option."""
+    return "--no-cache" if option == "cache" else "--" + option.replace("_", "-")
+
+
+def _refuse_options(measure: Any, options: Any) -> None:
+    """One line for options given that ``measure`` does not use, naming posviz's measures that do."""
+    from posviz.measures.builtin import BUILT_IN
+
+    refused = [name for name in options.given() if name not in measure.options]
+    if not refused:
+        return
+    users = sorted({m.name for m in BUILT_IN if m.has_series and set(refused) <= m.options})
+    where = f": {'an option' if len(refused) == 1 else 'options'} of --measure {' and '.join(users)}" if users else ""
+    takes = ", ".join(_flag(name) for name in sorted(measure.options)) or "no options"
+    raise OptionError(f"{', '.join(map(_flag, refused))} {'does' if len(refused) == 1 else 'do'} not apply to --measure "
+                      f"{measure.name}{where}", f"--measure {measure.name} takes {takes}")
+
+
+def point_series(measure: Any, points: Sequence, options: Any) -> TrajectoryResult:
+    """The series of a measure that gives only ``point``: each checkpoint measured in turn, then checked."""
+    from posviz.compare.integrity import Trace
+
+    measure_one = measure.load("point")
+    rows = []
+    for point in points:
+        values = measure_one(point.spec, options)
+        if not isinstance(values, dict):
+            raise OptionError(f"measure {measure.name!r} returned a {type(values).__name__} for {point.spec}, not a dict of numbers")
+        rows.append({"series": point.series, "step": point.step, "source": point.spec, **values})
+    check_rows(rows, points, Trace("auto"))
+    return TrajectoryResult(measure.name, rows)
 
 
 def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[dict], collected: Any = None) -> None:
@@ -130,20 +163,32 @@ def check_rows(rows: list[dict], points: Sequence, trace: Any, *more_rows: list[
         warnings.warn(line, stacklevel=2)
 
 
-def _bands(points: Sequence, *, layers: str | None, probe: str | None, positions: str | None) -> TrajectoryResult:
+def bands_series(points: Sequence, options: Any) -> TrajectoryResult:
+    """``bands``: RoPE band usage per head of every checkpoint (``layers``, ``probe``, ``positions``)."""
     from posviz.compare.band_series import band_rows, band_summary
     from posviz.compare.integrity import Trace
 
-    rows = band_rows(points, layers=layers, probe=probe, positions=positions)
+    rows = band_rows(points, layers=options.layers, probe=options.probe, positions=options.positions)
     summary = band_summary(rows)
     check_rows(rows, points, Trace("rope", layer=min(r["layer"] for r in rows)), summary)
     return TrajectoryResult("bands", rows, summary=summary)
 
 
-def _on_text(points: Sequence, measure: str, *, corpus: str, seq_len: int, layers: str, max_blocks: int,
-             seed: int) -> TrajectoryResult:
-    from posviz.compare.integrity import Trace
+def attention_series(points: Sequence, options: Any) -> TrajectoryResult:
+    """``attention``: means over heads of the attention every checkpoint produces on the same blocks of text."""
+    return _on_text(points, "attention", options)
 
+
+def hidden_series(points: Sequence, options: Any) -> TrajectoryResult:
+    """``hidden``: position in every checkpoint's hidden states on the same blocks of text."""
+    return _on_text(points, "hidden", options)
+
+
+def _on_text(points: Sequence, measure: str, options: Any) -> TrajectoryResult:
+    from posviz.compare.integrity import Trace
+    from posviz.train.corpus import DEMO_CORPUS
+
+    corpus, seq_len, layers, max_blocks = options.corpus or DEMO_CORPUS, options.seq_len, options.layers or "all", options.max_blocks
     if measure == "attention":
         from posviz.compare.attention_series import attention_series_rows
 
@@ -151,7 +196,7 @@ def _on_text(points: Sequence, measure: str, *, corpus: str, seq_len: int, layer
     else:
         from posviz.compare.hidden_series import hidden_series_rows
 
-        rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks, seed=seed)
+        rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks, seed=options.seed)
     from posviz.train.processes import process_rank
 
     if process_rank() == 0:  # under torchrun every process holds the rows; the main one checks and reports them
@@ -159,13 +204,14 @@ def _on_text(points: Sequence, measure: str, *, corpus: str, seq_len: int, layer
     return TrajectoryResult(measure, rows)
 
 
-def _toeplitzness(points: Sequence, *, positions: str | None, table: str | None, normalize: str, null_draws: int, seed: int,
-                  allow_missing: bool, cache: bool) -> TrajectoryResult:
+def toeplitzness_series(points: Sequence, options: Any) -> TrajectoryResult:
+    """``toeplitzness``: of P = E_P E_Pᵀ at every checkpoint, with the null (through the posviz score cache)."""
     from posviz.batch.cache import ScoreCache, ScoreSettings
     from posviz.compare.integrity import Collector, Trace
     from posviz.compare.series import series_rows
 
-    settings = ScoreSettings(normalize, null_draws, seed, ScoreSettings.normalize_positions(positions), table)
+    positions, table, allow_missing, cache = options.positions, options.table, options.allow_missing, options.cache
+    settings = ScoreSettings(options.normalize, options.null_draws, options.seed, ScoreSettings.normalize_positions(positions), table)
     seen = Collector(Trace("positions", positions=positions, table=table))  # fingerprints E_P as it is read for the scores
     rows, missing = series_rows(points, settings, cache=ScoreCache() if cache else None, allow_missing=allow_missing, on_read=seen)
     if missing:

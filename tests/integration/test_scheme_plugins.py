@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,10 @@ import torch
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from tests.distributions import install as _install
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "posviz-fire"
-
-
-def _install(site: Path, name: str, entry_points: str, module: Path | None = None) -> None:
-    """Lay out a distribution as pip installs one: its package (if any) and ``NAME-VERSION.dist-info``."""
-    if module is not None:
-        shutil.copytree(module, site / module.name)
-    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(entry_points)
-    (info / "RECORD").write_text("")
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "posviz"
 #: Top to bottom: a module may import modules of its own package or of a package further down.
-LAYERS = ("cli", "report", "explore", "plots", "compare", "finetune", "extrapolate", "observe", "train", "tasks", "batch", "extract", "models", "toeplitz",
+LAYERS = ("cli", "report", "explore", "plots", "compare", "measures", "finetune", "extrapolate", "observe", "train", "tasks", "batch", "extract", "models", "toeplitz",
           "positional_scores", "schemes", "read", "util", "errors")
 #: Modules exempt as importers: the lazy public API and ``python -m posviz``.
 EXEMPT = frozenset({"posviz", "posviz.__main__"})

@@ -1,0 +1,44 @@
+"""posviz's own measures, as the registry holds them (and as posviz's entry points in pyproject.toml name them).
+
+Each part is a ``"module:attribute"`` string, imported only when that part is used.
+"""
+
+from __future__ import annotations
+
+from posviz.measures.contract import Measure
+
+_TRAJECTORY = "posviz.compare.trajectory"
+_VIEWS = "posviz.cli.trajectory"
+_E_P = frozenset({"positions", "table", "normalize", "null_draws", "seed", "allow_missing", "cache"})
+_TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
+
+TOEPLITZNESS = Measure(
+    "toeplitzness", "Toeplitzness of P = E_P E_Pᵀ (translation invariance of the position table), with its null",
+    needs="weights", reads=("position table",), options=_E_P, series=f"{_TRAJECTORY}:toeplitzness_series",
+    table=f"{_VIEWS}:toeplitzness_view", figure=f"{_VIEWS}:toeplitzness_figure", run="posviz.batch.analysis:score_model",
+    command="posviz toeplitzness")
+BANDS = Measure(
+    "bands", "RoPE band usage per head: the share of each head's query/key energy in the high-frequency bands",
+    needs="weights", reads=("query/key weights",), options=frozenset({"layers", "probe", "positions"}),
+    series=f"{_TRAJECTORY}:bands_series", table=f"{_VIEWS}:bands_view", figure=f"{_VIEWS}:bands_figure",
+    command="posviz heads")
+HEADS = Measure(
+    "heads", "Per-head positional attention from the weights: position-only logits, offset profiles, Toeplitzness",
+    needs="weights", reads=("position table", "query/key weights"), run="posviz:open_heads", command="posviz heads")
+ATTENTION = Measure(
+    "attention", "The attention a model produces on text: Toeplitzness, positional share, sink mass, entropy, span",
+    needs="text", reads=("attention inputs",), options=_TEXT, series=f"{_TRAJECTORY}:attention_series",
+    table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.api:attention",
+    command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums")
+HIDDEN = Measure(
+    "hidden", "Position in the hidden states: positional share, Toeplitzness of V_l V_lᵀ, rank, a position probe",
+    needs="text", reads=("hidden states",), options=_TEXT | {"seed"}, series=f"{_TRAJECTORY}:hidden_series",
+    table=f"{_VIEWS}:hidden_view", figure=f"{_VIEWS}:hidden_figure", run="posviz.observe.hidden:hidden",
+    command="posviz hidden")
+EXTRAPOLATE = Measure(
+    "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
+    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolate.api:extrapolate", command="posviz extrapolate")
+
+#: posviz's measures, in the order they are listed.
+BUILT_IN = (TOEPLITZNESS, BANDS, HEADS, ATTENTION, HIDDEN, EXTRAPOLATE)
+BUILT_IN_NAMES = tuple(m.name for m in BUILT_IN)

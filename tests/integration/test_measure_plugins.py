@@ -1,0 +1,126 @@
+"""Measures from other packages (the ``posviz.measures`` entry-point group), through a real distribution: the worked
+example ``examples/posviz-norms`` laid out as pip installs it (its module and a ``.dist-info`` with its entry
+points) on ``sys.path``, then listed, named in the help and run along a checkpoint series by posviz, unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from posviz.cli.app import app
+from posviz.measures.builtin import BUILT_IN_NAMES
+from tests.distributions import install as _install
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "posviz-norms"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("site-packages")
+    _install(site, "posviz-norms", "[posviz.measures]\ntable-norm = posviz_norms:MEASURE\n", EXAMPLE / "posviz_norms")
+    return site
+
+
+@pytest.fixture(scope="module")
+def bad_site(tmp_path_factory) -> Path:
+    """A plugin whose module does not exist, and one that claims a name of posviz's own."""
+    site = tmp_path_factory.mktemp("bad-site-packages")
+    _install(site, "posviz-broken", "[posviz.measures]\nbroken = posviz_broken_measure:MEASURE\n")
+    _install(site, "posviz-clash", "[posviz.measures]\ntoeplitzness = posviz_norms:MEASURE\n")
+    return site
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory) -> list[Path]:
+    """Two checkpoints of a tiny BERT, named by their step (different random weights)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    root = tmp_path_factory.mktemp("series")
+    out = []
+    for step in (100, 200):
+        torch.manual_seed(step)
+        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                            max_position_embeddings=40)
+        folder = root / f"tiny-bert-step_{step}"
+        BertModel(config).save_pretrained(folder, safe_serialization=True)
+        out.append(folder)
+    return out
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_the_registry_lists_a_plugin_in_a_fresh_interpreter(site):
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    code = "import importlib.metadata as m; print(sorted(e.name for e in m.entry_points(group='posviz.measures')))"
+    names = set(eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout))
+    assert "table-norm" in names and set(BUILT_IN_NAMES) <= names  # posviz declares its own measures there too
+    help_text = subprocess.run([sys.executable, "-m", "posviz", "--help"], env={**env, "COLUMNS": "200"}, capture_output=True,
+                               text=True, check=True).stdout
+    assert re.search(r"Measures: toeplitzness, bands, heads, attention, hidden, extrapolate, table-norm", help_text)
+
+
+def test_a_plugin_measure_is_listed(site, monkeypatch):
+    monkeypatch.syspath_prepend(str(site))
+    res = cli("measures", "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert list(rows)[: len(BUILT_IN_NAMES)] == list(BUILT_IN_NAMES)
+    assert rows["table-norm"] | {"summary": None} == {"name": "table-norm", "needs": "weights", "reads": "position table",
+                                                      "trajectory": True, "command": "", "origin": "posviz-norms", "summary": None}
+    assert rows["heads"]["trajectory"] is False and rows["attention"]["needs"] == "text"
+
+
+def test_a_plugin_measure_runs_along_a_series(site, series, monkeypatch, tmp_path):
+    from safetensors.numpy import load_file
+
+    monkeypatch.syspath_prepend(str(site))
+    res = cli("trajectory", *map(str, reversed(series)), "--measure", "table-norm", "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["step"] for r in rows] == [100, 200]  # sorted by step
+    for row, folder in zip(rows, series, strict=True):  # against the norms computed here from the saved tensor
+        e = load_file(str(folder / "model.safetensors"))["embeddings.position_embeddings.weight"].astype(np.float64)
+        norms = np.linalg.norm(e, axis=1)
+        assert row["mean_norm"] == pytest.approx(norms.mean(), rel=1e-6) and row["max_norm"] == pytest.approx(norms.max(), rel=1e-6)
+        assert row["far_to_near"] == pytest.approx(norms[-4:].mean() / norms[:4].mean(), rel=1e-6)
+        assert row["duplicate_of"] is None and "suspect" in row  # posviz's series checks ran on it
+    res = cli("trajectory", *map(str, series), "--measure", "table-norm", "-o", str(tmp_path / "n.txt"), "-o", str(tmp_path / "n.png"))
+    assert res.exit_code == 0, res.output
+    table = (tmp_path / "n.txt").read_text()
+    assert "mean norm" in table and "far / near" in table and "from posviz-norms" in table
+    assert (tmp_path / "n.png").stat().st_size > 10_000
+
+
+def test_options_a_measure_does_not_use_are_refused(site, series, monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(site))
+    res = cli("trajectory", str(series[0]), "--measure", "table-norm", "--layers", "0", "-o", str(tmp_path / "x.json"))
+    assert res.exit_code == 2 and not (tmp_path / "x.json").exists()
+    assert res.output.strip() == ("error: --layers does not apply to --measure table-norm: an option of --measure attention and "
+                                  "bands and hidden (hint: --measure table-norm takes --positions)")
+    res = cli("trajectory", str(series[0]), "--measure", "nope")
+    assert res.exit_code == 2 and "unknown measure 'nope'" in res.output and "table-norm" in res.output
+    res = cli("trajectory", str(series[0]), "--measure", "heads")
+    assert res.exit_code == 2 and "measure 'heads' has no series along checkpoints (it is posviz heads)" in res.output
+
+
+def test_a_broken_or_clashing_plugin_is_one_line(bad_site, series, monkeypatch):
+    monkeypatch.syspath_prepend(str(bad_site))
+    res = cli("trajectory", str(series[0]), "--measure", "broken")
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "measure 'broken' (posviz-broken, posviz_broken_measure:MEASURE) failed to import: ModuleNotFoundError" in res.output
+    res = cli("trajectory", str(series[0]), "--measure", "toeplitzness")
+    assert res.exit_code == 2 and "posviz-clash registers a measure called 'toeplitzness', a name of posviz's own" in res.output
+    res = cli("measures")
+    assert res.exit_code == 2 and res.output.startswith("error: ")

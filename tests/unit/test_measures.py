@@ -1,0 +1,76 @@
+"""The measure contract and the registry: what a measure may declare, posviz's own measures, their parts, and the
+entry points pyproject.toml declares for them (the same as the registry's, so an installed posviz lists them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from posviz.errors import OptionError
+from posviz.measures import Measure, SeriesOptions, get_measure, measure_names
+from posviz.measures.builtin import BUILT_IN, BUILT_IN_NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"name": "Entropy"}, "is not lower case letters"),
+    ({"needs": "gpu"}, "needs 'gpu' is not one of weights, text"),
+    ({"series": "a:b", "point": "c:d", "columns": (("x", "x"),)}, "both series and point"),
+    ({"point": "c:d"}, "a point measure names its columns"),
+    ({"options": frozenset({"layers", "depth"})}, "options depth are not series options"),
+])
+def test_a_measure_that_breaks_the_contract_is_refused(fields, says):
+    with pytest.raises(OptionError, match=says):
+        Measure(**{"name": "x", "summary": "s", "needs": "weights", **fields})
+
+
+def test_series_options_say_which_are_given():
+    assert SeriesOptions().given() == []
+    assert SeriesOptions(layers="0", cache=False, seq_len=128).given() == ["layers", "cache"]
+
+
+def test_posviz_measures_and_their_parts_exist():
+    """Every part named by a built-in measure imports (a typo in a "module:attribute" string fails here)."""
+    assert measure_names()[: len(BUILT_IN)] == list(BUILT_IN_NAMES) == ["toeplitzness", "bands", "heads", "attention", "hidden", "extrapolate"]
+    for m in BUILT_IN:
+        for part in ("series", "point", "table", "figure", "run", "accumulator"):
+            if getattr(m, part):
+                assert callable(m.load(part)), (m.name, part)
+        assert m.origin == "posviz" and (m.table and m.figure) or not m.has_series
+
+
+def test_the_accumulator_of_attention_merges_the_sums_of_two_processes():
+    import numpy as np
+    import torch
+
+    cls = get_measure("attention").load("accumulator")
+    a, b = cls.zeros(2, 5), cls.zeros(2, 5)
+    a.received += torch.arange(10.0).reshape(2, 5)
+    b.received += 1.0
+    a.blocks, b.blocks = 3, 4
+    merged = cls.merge(a, b).numpy()
+    assert merged["blocks"] == 7 and np.array_equal(merged["received"], np.arange(10.0).reshape(2, 5) + 1.0)
+
+
+def test_unknown_measures_and_measures_without_a_series():
+    with pytest.raises(OptionError, match="unknown measure 'entropy'") as e:
+        get_measure("entropy")
+    assert "toeplitzness" in e.value.hint
+    assert get_measure("heads").command == "posviz heads"
+    with pytest.raises(OptionError, match="measure 'extrapolate' has no series along checkpoints"):
+        get_measure("extrapolate", series=True)
+
+
+def test_pyproject_declares_posviz_measures_as_entry_points():
+    """The registry reads posviz's own measures from code; an installed posviz lists them as entry points too."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = text.split('[project.entry-points."posviz.measures"]', 1)[1].split("\n[", 1)[0]
+    declared = dict(re.findall(r'^([a-z-]+) = "([^"]+)"', section, flags=re.M))
+    assert declared == {m.name: f"posviz.measures.builtin:{attr}" for m, attr in
+                        zip(BUILT_IN, ("TOEPLITZNESS", "BANDS", "HEADS", "ATTENTION", "HIDDEN", "EXTRAPOLATE"), strict=True)}
+    import posviz.measures.builtin as builtin
+
+    assert all(getattr(builtin, target.split(":")[1]).name == name for name, target in declared.items())
