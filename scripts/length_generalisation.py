@@ -150,9 +150,11 @@ def evaluate_one(args: argparse.Namespace, task: str, run: Path) -> dict[str, An
 
     result = posviz.extrapolate(str(run), task=task, lengths=default_lengths(task), examples=args.examples, batch_size=32,
                                 device=device(args))
-    last = load_run_log(run)["evaluations"][-1]
+    log = load_run_log(run)["evaluations"]
+    last = log[-1]
     return {"run": run.name, "settings": json.loads((run / "run.json").read_text(encoding="utf-8")),
             "final_step": last["step"], "eval_exact_match": last.get("eval_exact_match"), "eval_loss": last.get("eval_loss"),
+            "evaluations": [{k: e.get(k) for k in ("step", "eval_exact_match", "eval_loss")} for e in log],
             "test_data": result.data, "extrapolate": result.records(), "profiles": profiles_by_distance(result),
             "machine": machine(args)}
 
@@ -270,11 +272,22 @@ def summary(runs: list[dict[str, Any]], threshold: float = 0.95) -> tuple[list[d
     for (task, scheme), group in sorted(by.items(), key=lambda kv: (TASKS.index(kv[0][0]), list(SCHEMES).index(kv[0][1]))):
         within = [np.mean([x["accuracy"] for x in g["extrapolate"] if x["length"] <= x["train_length"]]) for g in group]
         beyond = [np.mean([x["accuracy"] or 0.0 for x in g["extrapolate"] if x["length"] > x["train_length"]]) for g in group]
-        rows.append({"task": task, "scheme": scheme, "seeds": len(group), "within": float(np.mean(within)),
-                     "within_min": float(np.min(within)), "beyond": float(np.mean(beyond)), "beyond_by_seed": [float(b) for b in beyond]})
+        row = {"task": task, "scheme": scheme, "seeds": len(group), "within": float(np.mean(within)),
+               "within_min": float(np.min(within)), "beyond": float(np.mean(beyond)), "beyond_by_seed": [float(b) for b in beyond]}
+        steps = steps_to_learn(group, threshold)
+        rows.append(row if steps is None else {**row, "steps_to_learn": steps})
     for row in rows:
         learnt[row["task"]] = learnt.get(row["task"], True) and row["within_min"] >= threshold
     return rows, learnt
+
+
+def steps_to_learn(group: list[dict[str, Any]], threshold: float) -> int | str | None:
+    """The budget the pilot asks for: the first held-out evaluation at which every seed's exact match reached
+    ``threshold`` (the latest over seeds); ``"not reached"``; ``None`` where the records keep no evaluations."""
+    if any("evaluations" not in g for g in group):
+        return None
+    firsts = [next((e["step"] for e in g["evaluations"] if (e["eval_exact_match"] or 0.0) >= threshold), None) for g in group]
+    return "not reached" if None in firsts else max(firsts)
 
 
 #: Exact-match differences below this are ties in the second MRR: about 20 of the 400 answers beyond the trained
@@ -297,10 +310,14 @@ def mean_reciprocal_rank(rows: list[dict[str, Any]], learnt: dict[str, bool], ti
 
 
 def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float], mrr_tied: dict[str, float]) -> str:
-    lines = ["| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |", "|---|---|---|---|---|---|"]
+    steps = any(r.get("steps_to_learn") is not None for r in rows)  # records made before they kept evaluations: no column
+    head = " steps to learn |" if steps else ""
+    lines = [f"| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |{head}",
+             "|---|---|---|---|---|---|" + ("---|" if steps else "")]
     for r in rows:
+        cell = f" {r.get('steps_to_learn') or '—'} |" if steps else ""
         lines.append(f"| {r['task']} | {LABELS[r['scheme']]} | {r['seeds']} | {r['within']:.3f} ({r['within_min']:.3f}) | "
-                     f"{r['beyond']:.3f} | {'yes' if learnt[r['task']] else 'no'} |")
+                     f"{r['beyond']:.3f} | {'yes' if learnt[r['task']] else 'no'} |{cell}")
     # Kazemnejad et al.'s form: exact match beyond the trained lengths, scheme by task (learnt tasks, mean over seeds)
     tasks = [t for t in TASKS if learnt.get(t)]
     seeds = {t: min(r["seeds"] for r in rows if r["task"] == t) for t in tasks}

@@ -42,6 +42,12 @@ def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
     assert len(profile) == tokens and all(w >= 0 for w in profile)
     table = json.loads((results / "table.json").read_text())
     assert {r["scheme"] for r in table["rows"]} == {"absolute", "alibi"} and (results / "figure.png").stat().st_size > 10_000
+    # the pilot's budget: each run keeps its held-out evaluations, and the table the first step every seed learnt at
+    assert [e["step"] for e in alibi["evaluations"]] == [0, 2, 4]
+    for row in table["rows"]:
+        reached = [e["step"] for e in (absolute if row["scheme"] == "absolute" else alibi)["evaluations"] if e["eval_exact_match"] >= 0.95]
+        assert row["steps_to_learn"] == (reached[0] if reached else "not reached")
+    assert "steps to learn" in (results / "table.md").read_text()
     picture = table["attention"]
     assert picture["task"] == "parity" and {picture["schemes"][w]["scheme"] for w in ("best", "worst")} <= {"absolute", "alibi"}
     assert (results / "attention.png").stat().st_size > 10_000 and table["machines"] == [alibi["machine"]]
