@@ -33,6 +33,7 @@ Usage (from the repository root)::
     .venv/bin/python scripts/gallery.py make           # remake every stale recipe, then record it (make gallery)
     .venv/bin/python scripts/gallery.py make NAME...   # remake these recipes even if current
     .venv/bin/python scripts/gallery.py list           # recipes, their files and commands
+    .venv/bin/python scripts/gallery.py adopt NAME --made-at REV --machine "one H200 GPU"  # files made elsewhere
 
 ``make`` refuses (exit 2) while a dependency of a recipe it would remake has uncommitted changes: the manifest
 names the commit that made each file, and a file made from uncommitted code has none. Slow recipes are remade
@@ -199,6 +200,17 @@ def corpus_inputs() -> dict[str, str]:
     from posviz.train.corpus import DEMO_CORPUS, corpus_identity
 
     return {f"corpus {DEMO_CORPUS}": corpus_identity([DEMO_CORPUS])["corpus_sha256"]}
+
+
+def task_inputs() -> dict[str, str]:
+    """The generated task data the length-generalisation runs trained and were tested on, by SHA-256 (as recorded)."""
+    out = {}
+    for path in sorted((ROOT / LG / "runs").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        task = record["settings"]["task"]
+        out[f"task {task}: training examples"] = record["settings"]["task_data"]["train"]["sha256"]
+        out[f"task {task}: test examples"] = record["test_data"]["sha256"]
+    return out
 
 
 def run_record_inputs(patterns: Sequence[str]) -> Callable[[], dict[str, str]]:
@@ -491,7 +503,7 @@ RECIPES: tuple[Recipe, ...] = (
            f"scripts/length_generalisation.py --device cuda --workers 16 --tasks copy reverse --results {LG}, then the same with"
            " --tasks sorting parity addition scan --seeds 0 (100 runs: about 11 minutes on one H200 GPU, about 25 minutes a run"
            " on one CPU core; resumes; FIRE needs pip install ./examples/posviz-fire)",
-           make=make_lg_runs, verify=verify_lg),
+           make=make_lg_runs, inputs=task_inputs, verify=verify_lg),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
            f"scripts/length_generalisation.py --phase tabulate --results {LG}",
@@ -935,6 +947,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """Record the committed files of a slow recipe that its command made on another machine (a GPU) from the code
+    of commit ``--made-at``: the entry names that commit, hashes the dependencies as they were there, and says where
+    the files were made. A later change to a dependency makes them stale as usual (``verify`` then reruns one run)."""
+    recipe = BY_NAME.get(args.name)
+    if recipe is None or recipe.kind != "slow":
+        print(f"error: {args.name!r} is not a slow recipe (hint: one of {', '.join(r.name for r in RECIPES if r.kind == 'slow')})",
+              file=sys.stderr)
+        return 2
+    files = expand(recipe.files)
+    dirty = {line[3:] for line in git("status", "--porcelain", "--untracked-files=all").splitlines()} & set(files)
+    if not files or dirty:
+        print(f"error: {recipe.name}: {'no files' if not files else sorted(dirty)[0] + ' is not committed'} (hint: commit the "
+              "files made elsewhere first)", file=sys.stderr)
+        return 2
+    try:
+        commit = git("rev-parse", "--verify", f"{args.made_at}^{{commit}}")
+    except subprocess.CalledProcessError:
+        print(f"error: --made-at {args.made_at}: not a commit of this repository", file=sys.stderr)
+        return 2
+    then = committed_root(commit)
+    entry = entry_now(recipe, commit=commit, made_on=args.machine, note=f"made on {args.machine} from the code of {commit[:10]}")
+    entry["depends_on"] = {p: sha256(then / p) for p in expand(recipe.depends, then)}
+    record_entry(recipe.name, entry)
+    print(f"{recipe.name}: {len(files)} files recorded as made at {commit[:10]} on {args.machine}")
+    return 0
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     """Record prose recipes as they are now, after a person checked them against the files they quote."""
     for name in args.names:
@@ -973,6 +1013,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("name")
     v.add_argument("--allow-dirty", action="store_true", help="verify although a dependency has uncommitted changes")
     v.set_defaults(func=cmd_verify)
+    a = sub.add_parser("adopt", help="record a slow recipe's committed files that its command made on another machine")
+    a.add_argument("name")
+    a.add_argument("--made-at", required=True, help="the commit whose code made the files")
+    a.add_argument("--machine", required=True, help="where they were made, in words (a GPU, its releases)")
+    a.set_defaults(func=cmd_adopt)
     d = sub.add_parser("docs", help="check the runnable console examples of README.md and docs/ (exit 1 if stale)")
     d.add_argument("--write", action="store_true", help="rewrite the stale ones with what posviz prints today")
     d.set_defaults(func=cmd_docs)

@@ -112,6 +112,38 @@ def test_the_check_judges_the_commit_not_a_file_rewritten_in_the_work_tree(tmp_p
     assert code == 1 and "reports/minilm-toeplitzness.json differs from the file recorded" in err
 
 
+def test_adopt_records_files_made_elsewhere_with_the_dependencies_of_the_commit_that_made_them(tmp_path):
+    """``adopt``: files a slow recipe's command made on another machine are recorded as made at the named commit (its
+    dependencies hashed as they were there), so a later change to a dependency makes them stale; it refuses what it
+    cannot vouch for."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, capture_output=True)
+    shutil.copy(ROOT / "scripts/gallery.py", clone / "scripts/gallery.py")  # today's tool, on the last commit
+
+    def gallery_cli(*args):
+        return subprocess.run([sys.executable, "scripts/gallery.py", *args], cwd=clone, capture_output=True, text=True)
+
+    script = "scripts/length_generalisation.py"
+    older = subprocess.run(["git", "log", "-2", "--format=%H", "--", script], cwd=clone, capture_output=True, text=True,
+                           check=True).stdout.split()[-1]  # a commit at which the script differed from HEAD's
+    r = gallery_cli("adopt", "length-generalisation-runs", "--made-at", older, "--machine", "one test GPU")
+    assert r.returncode == 0, r.stderr
+    entry = gallery.load_manifest(clone)["outputs"]["length-generalisation-runs"]
+    then = subprocess.run(["git", "show", f"{older}:{script}"], cwd=clone, capture_output=True, check=True).stdout
+    import hashlib
+
+    assert entry["commit"] == older and entry["made_on"] == "one test GPU"
+    assert entry["depends_on"][script] == hashlib.sha256(then).hexdigest() != gallery.sha256(clone / script)
+    assert entry["inputs"]["task copy: test examples"] == "00c0b5bb5619012e09fcbe682d550b420b4258afcacf502839d92bb30916fe99"
+    r = gallery_cli("check", "--work-tree")
+    assert f"{script} changed since {older[:10]}, which made it" in r.stderr
+    assert gallery_cli("adopt", "length-generalisation-tables", "--made-at", older, "--machine", "x").returncode == 2  # quick
+    r = gallery_cli("adopt", "length-generalisation-runs", "--made-at", "nope", "--machine", "x")
+    assert r.returncode == 2 and "not a commit" in r.stderr
+
+
 @pytest.mark.parametrize(("a", "b", "agree"), [
     ("0.4742200124791086", "0.4742200124791087", True),  # one computation printed in full on two machines
     ("0.4742", "0.4743", True),  # {:.4f} of two values 1e-15 apart on either side of a rounding boundary
