@@ -374,9 +374,9 @@ def make_lg_runs(work: Path) -> None:
     """Every run of the shipped comparison into the work folder (no record reused), then its records into reports/."""
     import shutil
 
-    common = ["--out", work / "runs", "--results", work / "results", "--workers", "2"]
-    python("scripts/length_generalisation.py", "--tasks", "copy", "reverse", *common)
-    python("scripts/length_generalisation.py", "--tasks", "sorting", "parity", "addition", "scan", "--seeds", "0", *common)
+    script, common = ROOT / "scripts/length_generalisation.py", ["--out", "runs", "--results", "results", "--workers", "2"]
+    python(script, "--tasks", "copy", "reverse", *common, cwd=work)
+    python(script, "--tasks", "sorting", "parity", "addition", "scan", "--seeds", "0", *common, cwd=work)
     shutil.rmtree(ROOT / LG / "runs")
     shutil.copytree(work / "results" / "runs", ROOT / LG / "runs")
     shutil.copy2(work / "results" / "experiment.json", ROOT / LG / "experiment.json")

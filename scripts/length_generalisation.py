@@ -152,10 +152,13 @@ def evaluate_one(args: argparse.Namespace, task: str, run: Path) -> dict[str, An
                                 device=device(args))
     log = load_run_log(run)["evaluations"]
     last = log[-1]
-    return {"run": run.name, "settings": json.loads((run / "run.json").read_text(encoding="utf-8")),
+    # the run is named, not its folder: a record says nothing of the machine's folders (runs may live in scratch space)
+    settings = {**json.loads((run / "run.json").read_text(encoding="utf-8")), "out": run.name}
+    records = [{**r, "model": r["model"].replace(str(run), run.name)} for r in result.records()]
+    return {"run": run.name, "settings": settings,
             "final_step": last["step"], "eval_exact_match": last.get("eval_exact_match"), "eval_loss": last.get("eval_loss"),
             "evaluations": [{k: e.get(k) for k in ("step", "eval_exact_match", "eval_loss")} for e in log],
-            "test_data": result.data, "extrapolate": result.records(), "profiles": profiles_by_distance(result),
+            "test_data": result.data, "extrapolate": records, "profiles": profiles_by_distance(result),
             "machine": machine(args)}
 
 

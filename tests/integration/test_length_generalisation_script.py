@@ -36,6 +36,9 @@ def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
     absolute = json.loads((results / "runs" / "parity-absolute-s0.json").read_text())
     assert absolute["test_data"]["sha256"] == alibi["test_data"]["sha256"]
     assert alibi["machine"]["device"].startswith("cpu") and alibi["machine"]["torch"]
+    # the run is named, not the folder it ran in
+    assert alibi["settings"]["out"] == "parity-alibi-s0" and str(tmp_path) not in json.dumps(alibi)
+    assert {r["model"] for r in alibi["extrapolate"]} == {"run parity-alibi-s0, checkpoint-4 (step 4)"}
     # the offset profile looking back (distance 0, 1, ...), per length and layer
     profile = next(p for p in alibi["profiles"] if p["length"] == 16 and p["layer"] == 0)["by_distance"]
     tokens = next(r["positions"] for r in alibi["extrapolate"] if r["length"] == 16)
