@@ -74,3 +74,21 @@ def test_pyproject_declares_posviz_measures_as_entry_points():
     import posviz.measures.builtin as builtin
 
     assert all(getattr(builtin, target.split(":")[1]).name == name for name, target in declared.items())
+
+
+def test_listing_the_names_imports_neither_a_measure_nor_importlib_metadata():
+    """``posviz --help`` names every measure: reading the names must stay cheap (benchmark 2)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from posviz.measures import measure_names; names = measure_names(); "
+            "print(names[0], 'importlib.metadata' in sys.modules, 'posviz.compare.trajectory' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["toeplitzness", "False", "False", "False"]
+
+
+def test_entry_point_names_are_read_from_the_files():
+    from posviz.measures.registry import _group_names
+
+    text = "[console_scripts]\nposviz = a:b\n\n[posviz.measures]\ntable-norm = posviz_norms:MEASURE\n# x = y\n[other]\nz = w\n"
+    assert _group_names(text) == {"table-norm"}
