@@ -362,12 +362,17 @@ def verify_long_context(work: Path) -> list[str]:
     python(ROOT / "scripts/train_short_test_long.py", "--schemes", "rope", "--seeds", "0", "--keep-runs", "--out",
            "runs/long-context/tstl", "--results", "tstl", cwd=work)
     python(ROOT / "scripts/long_context_tstl.py", "--runs", "runs/long-context/tstl", "--results", "results", cwd=work)
-    cmd = [sys.executable, "scripts/long_context_tstl.py", "--compare", f"{LONG}/runs/rope-s0.json", str(work / "results/runs/rope-s0.json")]
+    return compare_with_script("scripts/long_context_tstl.py", f"{LONG}/runs/rope-s0.json", work / "results/runs/rope-s0.json")
+
+
+def compare_with_script(script: str, shipped: str, rerun: Path) -> list[str]:
+    """``SCRIPT --compare SHIPPED RERUN`` (an experiment's own comparison of one run); its lines, or CalledProcessError."""
+    cmd = [sys.executable, script, "--compare", shipped, str(rerun)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     sys.stderr.write(r.stdout + r.stderr)
     if r.returncode != 0:
         raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
-    return [f"{LONG}/runs/rope-s0.json against a rerun at this commit:"] + r.stdout.splitlines()
+    return [f"{shipped} against a rerun at this commit:"] + r.stdout.splitlines()
 
 
 def make_lg_runs(work: Path) -> None:
@@ -391,13 +396,8 @@ def verify_lg(work: Path) -> list[str]:
     its exact match at every length with the shipped record (made on a GPU: see the script's ``--compare``)."""
     python(ROOT / "scripts/length_generalisation.py", "--tasks", "sorting", "--schemes", "none", "--seeds", "0", "--device", "cpu",
            "--out", "runs", "--results", "results", cwd=work)
-    cmd = [sys.executable, "scripts/length_generalisation.py", "--compare", f"{LG}/runs/sorting-none-s0.json",
-           str(work / "results/runs/sorting-none-s0.json")]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    sys.stderr.write(r.stdout + r.stderr)
-    if r.returncode != 0:
-        raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
-    return [f"{LG}/runs/sorting-none-s0.json against a rerun at this commit:"] + r.stdout.splitlines()
+    return compare_with_script("scripts/length_generalisation.py", f"{LG}/runs/sorting-none-s0.json",
+                               work / "results/runs/sorting-none-s0.json")
 
 
 def _head_epoch() -> str:

@@ -109,11 +109,12 @@ def trajectory(
     options = SeriesOptions(corpus=corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, probe=probe,
                             positions=positions, table=table, normalize=normalize, null_draws=null_draws, seed=seed,
                             allow_missing=allow_missing, cache=cache)
-    if measure != "auto":
-        get_measure(measure, series=True)  # an unknown name is refused before any checkpoint is resolved
+    # a named measure is looked up (an unknown name refused) before any checkpoint is resolved; auto needs the first
+    chosen = get_measure(measure, series=True) if measure != "auto" else None
     specs = [sources] if isinstance(sources, str) else list(sources)
     points = revision_points(specs, list(revisions), steps) if revisions is not None else series_points(specs, steps)
-    chosen = get_measure(measure if measure != "auto" else measure_for(points[0].spec), series=True)
+    if chosen is None:
+        chosen = get_measure(measure_for(points[0].spec), series=True)
     _refuse_options(chosen, options)
     if chosen.series:
         return chosen.load("series")(points, options)

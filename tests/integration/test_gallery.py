@@ -91,14 +91,20 @@ def test_record_refuses_a_recipe_that_a_command_makes():
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: training-report is made by a command")
 
 
-def test_the_check_judges_the_commit_not_a_file_rewritten_in_the_work_tree(tmp_path):
-    """A command that rewrites a shipped file in the work tree (``make gallery`` on a machine whose last float bits
-    differ) changes nothing that ``gallery.py check`` says; ``check --work-tree`` names the file."""
+@pytest.fixture()
+def clone(tmp_path) -> Path:
+    """A clone of the last commit, with today's scripts/gallery.py in it."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the work tree is the only tree")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, capture_output=True)
     shutil.copy(ROOT / "scripts/gallery.py", clone / "scripts/gallery.py")  # today's tool, on the last commit
+    return clone
+
+
+def test_the_check_judges_the_commit_not_a_file_rewritten_in_the_work_tree(clone):
+    """A command that rewrites a shipped file in the work tree (``make gallery`` on a machine whose last float bits
+    differ) changes nothing that ``gallery.py check`` says; ``check --work-tree`` names the file."""
 
     def check(*extra):
         r = subprocess.run([sys.executable, "scripts/gallery.py", "check", *extra], cwd=clone, capture_output=True, text=True)
@@ -112,15 +118,10 @@ def test_the_check_judges_the_commit_not_a_file_rewritten_in_the_work_tree(tmp_p
     assert code == 1 and "reports/minilm-toeplitzness.json differs from the file recorded" in err
 
 
-def test_adopt_records_files_made_elsewhere_with_the_dependencies_of_the_commit_that_made_them(tmp_path):
+def test_adopt_records_files_made_elsewhere_with_the_dependencies_of_the_commit_that_made_them(clone):
     """``adopt``: files a slow recipe's command made on another machine are recorded as made at the named commit (its
     dependencies hashed as they were there), so a later change to a dependency makes them stale; it refuses what it
     cannot vouch for."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, capture_output=True)
-    shutil.copy(ROOT / "scripts/gallery.py", clone / "scripts/gallery.py")  # today's tool, on the last commit
 
     def gallery_cli(*args):
         return subprocess.run([sys.executable, "scripts/gallery.py", *args], cwd=clone, capture_output=True, text=True)
