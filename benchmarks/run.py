@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "extrapolate": ("bench_extrapolate.py", ["--layers", "12", "--heads", "12", "--hidden", "768", "--blocks", "16", "--repeats", "2"],
                     ["--blocks", "2", "--length", "128", "--repeats", "1"]),
     "teardown": ("bench_teardown.py", ["--launches", "20"], ["--launches", "3"]),
+    "text-pass": ("bench_text_pass.py", ["--blocks", "64", "--repeats", "3"], ["--blocks", "8", "--repeats", "1"]),
     "long-context": ("bench_long_context.py", ["--sizes", "2048", "8192", "--check"], ["--sizes", "1024", "--eager-max", "1024"]),
 }
 

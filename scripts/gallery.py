@@ -69,12 +69,14 @@ TOEPLITZ = ["posviz/toeplitz/*.py", "posviz/util/compat.py", "posviz/util/format
 HEADS = ["posviz/batch/*.py"]
 PLOTS = ["posviz/plots/*.py"]
 REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/reference/*"]
-# posviz attention and posviz hidden share the block runner and the loader; each recipe depends on its own half
+# posviz attention and posviz hidden share the text pass, the block runner and the loader; each recipe depends on its own half
 OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/lengths.py", "posviz/observe/loading.py",
-               "posviz/observe/runner.py"]
+               "posviz/observe/runner.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
-                     "posviz/observe/api.py", "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
-OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_statistics.py",
+                     "posviz/observe/api.py", "posviz/observe/attention_pass.py", "posviz/observe/attention_result.py",
+                     "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
+OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_pass.py", "posviz/observe/hidden_result.py",
+                  "posviz/observe/hidden_statistics.py",
                   "posviz/observe/hidden_sums.py", "posviz/observe/probe.py",
                   "posviz/observe/probe_worker.py"]
 TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",

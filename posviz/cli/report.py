@@ -34,6 +34,7 @@ def command(
     metric: Annotated[Metric, typer.Option("--metric", help="Benchmark on the ALBERT figure's y axis (squad1/squad2: (F1+EM)/2).")] = Metric.average,
     layers: Annotated[str, typer.Option("--layers", help="Layers whose head grids get a page: 0 (default), a list like 0,5-7, or all; the layer × head page covers every layer.")] = "0",
     albert: Annotated[bool, typer.Option("--albert/--no-albert", help="Include the ALBERT v1 → v2 section (scores the eight ALBERT checkpoints from the caches, or downloads their weights when online).")] = True,
+    corpus: Annotated[str | None, typer.Option("--corpus", help="Add the attention and hidden-states sections on this corpus (--attention-corpus and --hidden-corpus, where not given): each model is loaded once and runs one pass over the text for both.")] = None,
     attention_corpus: Annotated[str | None, typer.Option("--attention-corpus", help="Add the attention section (posviz attention): run each model over this corpus (text file, folder, cpython-3.11.7-docstrings[:N]); --layers chooses the layers.")] = None,
     attention_seq_len: Annotated[int, typer.Option("--attention-seq-len", min=2, help="Positions per block of the attention section.")] = 128,
     attention_max_blocks: Annotated[int, typer.Option("--attention-max-blocks", min=1, help="Blocks of the attention section.")] = 64,
@@ -56,6 +57,10 @@ def command(
     """
     from posviz.errors import OptionError
     from posviz.util.atomic import check_output_path
+
+    if corpus is not None:  # both text sections; where their corpus, length and blocks agree, they share one pass
+        attention_corpus = attention_corpus or corpus
+        hidden_corpus = hidden_corpus or corpus
 
     if output is None:
         output = default_output("report", models, ".pdf")
@@ -87,9 +92,10 @@ def command(
     explorer = None
     if html:  # made before the PDF is written: an error leaves neither file
         from posviz.explore.api import explore
+        from posviz.report.sections.running import run_text_passes
 
         explorer = explore(models, corpus=attention_corpus or hidden_corpus, positions=positions, table=table,
-                           null_draws=null_draws, seed=seed)
+                           null_draws=null_draws, seed=seed, measured=run_text_passes(ctx))
     render_report(ctx, output)
     typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)
     if explorer is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,7 @@ def explore(
     seq_len: int = 128,
     max_blocks: int = 32,
     progress: bool = False,
+    measured: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Explorer:
     """An interactive explorer of one or more models (or ``posviz train`` runs), as one offline HTML page.
 
@@ -144,6 +145,9 @@ def explore(
         Block length and number of blocks of the corpus.
     progress
         Progress bars on stderr.
+    measured
+        Text measures already run, by model: ``{spec: {"attention": AttentionResult, "hidden": HiddenResult}}`` (a
+        report's passes); the Attention and Hidden-states tabs show them instead of running the model again.
 
     Returns
     -------
@@ -167,11 +171,16 @@ def explore(
     entries = [_model_entry(m, heads=heads, layers=layers, max_positions=max_positions, positions=positions, table=table,
                             null_draws=null_draws, seed=seed, progress=progress) for m in models]
     if corpus is not None:
-        from posviz.explore.corpus import corpus_view
+        from posviz.explore.corpus import corpus_view, corpus_view_of
         from posviz.read.embeddings import is_synthetic
 
         for entry, spec in zip(entries, models, strict=True):
-            if not is_synthetic(spec):
+            done = (measured or {}).get(spec, {})
+            if isinstance(done.get("attention"), Exception) or isinstance(done.get("hidden"), Exception):
+                done = {}  # what failed in the report fails here again, with its own error
+            if "attention" in done and "hidden" in done:
+                entry["corpus"] = corpus_view_of(done["attention"], done["hidden"])
+            elif not is_synthetic(spec):
                 entry["corpus"] = corpus_view(spec, corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, progress=progress)
     from posviz.explore.page import plotly_js, render_page
     from posviz.explore.provenance import sidebar

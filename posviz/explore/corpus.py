@@ -1,6 +1,7 @@
 """The Attention and Hidden-states tabs' numbers: ``posviz attention`` and ``posviz hidden`` on a corpus.
 
-Both run the model over the same token blocks (:mod:`posviz.observe`); the page gets
+Both come from one text pass over the same token blocks (:func:`posviz.observe.text_pass.observe_text`:
+the model loaded once, each batch run once); the page gets
 their records (one per layer and head, one per layer) for sortable tables and small
 plots, the per-head offset profiles of the mean attention, and each measure's
 conventions line.
@@ -13,8 +14,6 @@ from typing import Any
 import numpy as np
 
 from posviz.explore.arrays import encode_array
-from posviz.observe.api import attention
-from posviz.observe.hidden import hidden
 
 
 def clean(value: Any) -> Any:
@@ -54,8 +53,17 @@ def corpus_view(model: str, corpus: str, *, seq_len: int = 128, max_blocks: int 
     dict
         ``attention`` (records, profiles per layer, conventions) and ``hidden`` (records, conventions).
     """
-    a = attention(model, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks, show_progress=progress)
-    h = hidden(model, corpus=corpus, seq_len=seq_len, layers="all", max_blocks=max_blocks, show_progress=progress)
+    from posviz.observe.attention_pass import AttentionRequest
+    from posviz.observe.hidden_pass import HiddenRequest
+    from posviz.observe.text_pass import observe_text
+
+    both = observe_text(model, [AttentionRequest(layers=layers), HiddenRequest(layers="all")], corpus=corpus,
+                        seq_len=seq_len, max_blocks=max_blocks, show_progress=progress)
+    return corpus_view_of(both["attention"], both["hidden"])
+
+
+def corpus_view_of(a: Any, h: Any) -> dict[str, Any]:
+    """The tabs' numbers from an :class:`~posviz.observe.api.AttentionResult` and a :class:`~posviz.observe.hidden.HiddenResult`."""
     return {
         "model": a.model,
         "attention": {

@@ -6,7 +6,10 @@ model loading (:mod:`~posviz.observe.loading`), the block runner both measures s
 RoPE band norms (:mod:`~posviz.observe.rope_bands`), statistics (:mod:`~posviz.observe.statistics`)
 and the entry point :func:`~posviz.observe.api.attention`; for hidden states, streaming sums
 (:mod:`~posviz.observe.hidden_sums`), statistics (:mod:`~posviz.observe.hidden_statistics`), probes
-(:mod:`~posviz.observe.probe`) and the entry point :func:`~posviz.observe.hidden.hidden`.
+(:mod:`~posviz.observe.probe`) and the entry point :func:`~posviz.observe.hidden.hidden`. Both take part in one
+text pass (:mod:`~posviz.observe.text_pass`: :func:`~posviz.observe.text_pass.observe_text` loads the model once and
+feeds every requested measure from one forward call per batch); each measure's part is its request and observer
+(:mod:`~posviz.observe.attention_pass`, :mod:`~posviz.observe.hidden_pass`).
 Definitions: docs/definitions.md.
 """
 
@@ -24,6 +27,10 @@ _EXPORTS = {
     "load_model": "posviz.observe.loading",
     "hidden": "posviz.observe.hidden",
     "HiddenResult": "posviz.observe.hidden",
+    "observe_text": "posviz.observe.text_pass",
+    "TextPass": "posviz.observe.text_pass",
+    "AttentionRequest": "posviz.observe.attention_pass",
+    "HiddenRequest": "posviz.observe.hidden_pass",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -178,15 +178,19 @@ class _Capture:
         self.sites, self.layers = sites, len(maps)
         self.handles += [m.register_forward_hook(self._strip_hook) for m in sites]
 
-    def run(self, ids: Any) -> None:
-        """One forward pass over ``ids``; every layer's probabilities go to ``self.deliver`` in layer order."""
-        import torch
-
+    def before(self, ids: Any) -> None:
+        """Before a forward pass over ``ids``: find the modules that emit the maps (first batch only)."""
         if self.probes is None and self.sites is None:
             self._discover(ids[:1, :PROBE_TOKENS])
             self.on_probed()  # the probe went through every module: observers that sum over tokens start again
         self.count = 0
-        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=self.probes is None, **self.kwargs)
+
+    def forward_kwargs(self) -> dict[str, Any]:
+        """What the forward pass is called with: every layer's maps asked for (Hugging Face models), no cache."""
+        return {"output_attentions": self.probes is None, "attention_mask": True, **self.kwargs}
+
+    def after(self, out: Any) -> None:
+        """After the forward pass: deliver the maps Hugging Face held until the end (plain mode), check the count."""
         if self.probes is None and not self.sites:  # plain mode: Hugging Face holds every layer until here
             maps = list(getattr(out, "attentions", None) or [])
             if not maps or any(a is None for a in maps):
@@ -194,10 +198,20 @@ class _Capture:
             for layer, a in enumerate(maps):
                 self.deliver(layer, a)
             self.count = len(maps)
-        del out
         if self.count == 0 or (self.sites and self.count != self.layers):
             raise _no_weights(self.model) if self.count == 0 else UnsupportedModelError(
                 f"{type(self.model).__name__} produced attention for {self.count} layers in one batch and {self.layers} in another")
+
+    def run(self, ids: Any) -> None:
+        """One forward pass over ``ids``; every layer's probabilities go to ``self.deliver`` in layer order."""
+        import torch
+
+        self.before(ids)
+        kwargs = self.forward_kwargs()
+        kwargs["attention_mask"] = torch.ones_like(ids)
+        out = self.model(input_ids=ids, **kwargs)
+        self.after(out)
+        del out
 
     def remove(self) -> None:
         for h in self.handles:
@@ -237,8 +251,64 @@ def attention_batches(model: Any, blocks: np.ndarray, batch_size: int, on_layer:
         capture.remove()
 
 
+class EagerObserver:
+    """``posviz attention``'s observer in a text pass on eager attention: every chosen layer's maps summed whole.
+
+    Its result is an :class:`~posviz.observe.api.AttentionResult` (with RoPE band norms for LLaMA-style models).
+    """
+
+    def __init__(self, model: Any, layers: Sequence[int], request: Any = None) -> None:
+        from posviz.observe.rope_bands import RopeBands
+
+        self.model, self.layers, self.request = model, list(layers), request
+        self.sums = AttentionSums(layers)
+        self.produced = 0
+        self.bands = RopeBands.attach(model, self.layers) if request is not None else None
+        self.capture = _Capture(model)
+        self.capture.deliver = self._deliver
+        if self.bands is not None:
+            self.capture.on_probed = self.bands.reset
+
+    def _deliver(self, layer: int, probs: Any) -> None:
+        self.produced = max(self.produced, layer + 1)
+        if layer in self.layers:
+            self.sums.add(layer, probs)
+
+    def forward_kwargs(self) -> dict[str, Any]:
+        return self.capture.forward_kwargs()
+
+    def before(self, ids: Any) -> None:
+        self.capture.before(ids)
+
+    def after(self, ids: Any, out: Any) -> None:
+        self.capture.after(out)
+        if max(self.layers) >= self.produced:
+            raise UnsupportedModelError(f"the model produced attention for {self.produced} layers, not layer {max(self.layers)}")
+        self.sums.blocks += int(ids.shape[0])
+
+    def close(self) -> None:
+        self.capture.remove()
+        if self.bands is not None:
+            self.bands.detach()
+
+    def finish(self, run: Any) -> Any:
+        """The :class:`~posviz.observe.api.AttentionResult` of the pass."""
+        from posviz.observe.attention_result import AttentionResult
+        from posviz.observe.statistics import layer_statistics
+
+        causal = self.sums.causal()
+        per_layer = {layer: self.sums.layer(layer) for layer in self.layers}  # numpy views of the sums, made once per layer
+        stats = {layer: layer_statistics(per_layer[layer], causal) for layer in self.layers}
+        return AttentionResult(
+            model=run.loaded.label, layers=self.layers, heads=int(stats[self.layers[0]].toeplitzness.shape[0]),
+            seq_len=run.seq_len, blocks=self.sums.blocks, causal=causal, layout=run.layout, corpus=run.corpus, stats=stats,
+            means={layer: per_layer[layer].mean for layer in self.layers},
+            rope_bands=None if self.bands is None else self.bands.means(),
+        )
+
+
 def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_size: int = 8,
-               progress: Callable[[int], None] | None = None, on_probed: Callable[[], None] | None = None) -> AttentionSums:
+               progress: Callable[[int], None] | None = None) -> AttentionSums:
     """Streaming attention sums of ``layers`` over ``blocks`` ``(num_blocks, n)`` of token ids.
 
     Parameters
@@ -253,31 +323,14 @@ def accumulate(model: Any, blocks: np.ndarray, layers: Sequence[int], *, batch_s
         Blocks per forward pass.
     progress
         Called with the number of blocks done after each batch.
-    on_probed
-        Called after the probe pass that finds a Hugging Face model's attention
-        maps (:func:`attention_batches`): other forward hooks reset there.
 
     Raises
     ------
     UnsupportedModelError
         No attention weights, or a layer beyond those the model produced.
     """
-    sums = AttentionSums(layers)
+    from posviz.observe.text_pass import run_pass
 
-    wanted = set(layers)
-    produced = [0]
-
-    def on_layer(layer: int, probs: Any) -> None:
-        produced[0] = max(produced[0], layer + 1)
-        if layer in wanted:
-            sums.add(layer, probs)
-
-    def on_batch(size: int) -> None:
-        if max(layers) >= produced[0]:
-            raise UnsupportedModelError(f"the model produced attention for {produced[0]} layers, not layer {max(layers)}")
-        sums.blocks += size
-        if progress is not None:
-            progress(sums.blocks)
-
-    attention_batches(model, blocks, batch_size, on_layer, on_batch, on_probed)
-    return sums
+    observer = EagerObserver(model, layers)
+    run_pass(model, blocks, [observer], batch_size=batch_size, progress=progress)
+    return observer.sums

@@ -13,7 +13,7 @@ Besides the sums, a seeded sample of blocks and positions keeps its hidden state
 blocks run first, so that the probes can be fitted elsewhere
 (:mod:`posviz.observe.probe_worker`) while the other blocks run.
 
-Hidden states come from one forward pass per batch with
+Hidden states come from the text pass's forward call (:mod:`posviz.observe.text_pass`), asked for with
 ``output_hidden_states=True``; models that do not return them are refused.
 """
 
@@ -156,22 +156,56 @@ def _no_states(model: Any) -> UnsupportedModelError:
     )
 
 
-def hidden_states(model: Any, ids: Any) -> tuple[Any, ...]:
-    """Every hidden state of one forward pass: ``(layers + 1)`` tensors ``(batch, n, d)``, the embedding output first.
+class HiddenStates:
+    """The hidden-state sums' observer in a text pass (:mod:`posviz.observe.text_pass`): asks for every hidden
+    state, adds the chosen layers to :class:`HiddenSums`, and hands the probe's sample on as soon as it is complete.
 
-    Raises
-    ------
-    UnsupportedModelError
-        The model returns no hidden states.
+    Attributes
+    ----------
+    order
+        The order in which the pass runs the blocks: the probe's ``plan`` first.
+    sums
+        The running sums (:meth:`finish` returns them).
     """
-    import torch
 
-    kwargs = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
-    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True, **kwargs)
-    states = getattr(out, "hidden_states", None)
-    if not states or any(s is None for s in states):
-        raise _no_states(model)
-    return tuple(states)
+    def __init__(self, model: Any, num_blocks: int, layers: Sequence[int], kept: np.ndarray,
+                 plan: dict[int, np.ndarray] | None = None, on_sample: Callable[[ProbeSample], None] | None = None) -> None:
+        planned = np.array(sorted(plan or {}), dtype=np.int64)
+        self.order = np.concatenate([planned, np.setdiff1d(np.arange(num_blocks), planned)])
+        self.model, self.on_sample, self.handed = model, on_sample, False
+        self.sums = HiddenSums(layers, kept, plan or {}, self.order)
+
+    def forward_kwargs(self) -> dict[str, Any]:
+        config = getattr(self.model, "config", None)
+        return {"output_hidden_states": True, "attention_mask": True,
+                **({"use_cache": False} if getattr(config, "use_cache", None) is not None else {})}
+
+    def before(self, ids: Any) -> None:
+        pass
+
+    def after(self, ids: Any, out: Any) -> None:
+        states = getattr(out, "hidden_states", None)
+        if not states or any(s is None for s in states):
+            raise _no_states(self.model)
+        sums = self.sums
+        if max(sums.layers) >= len(states):
+            raise UnsupportedModelError(f"{type(self.model).__name__} returned {len(states)} hidden states, not layer {max(sums.layers)}")
+        for layer in sums.layers:
+            sums.add(layer, states[layer], sums.blocks)
+        sums.note_sampled(sums.blocks, int(ids.shape[0]))
+        sums.blocks += int(ids.shape[0])
+        if self.on_sample is not None and not self.handed and sums.sample_complete:
+            self.handed = True
+            self.on_sample(sums.sample)
+
+    def close(self) -> None:
+        pass
+
+    def finish(self, run: Any = None) -> HiddenSums:
+        if self.on_sample is not None and not self.handed:  # no blocks at all
+            self.handed = True
+            self.on_sample(self.sums.sample)
+        return self.sums
 
 
 def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kept: np.ndarray, *, batch_size: int = 8,
@@ -208,27 +242,8 @@ def accumulate_hidden(model: Any, blocks: np.ndarray, layers: Sequence[int], kep
     UnsupportedModelError
         No hidden states, or fewer than the layers asked for.
     """
-    from posviz.observe.runner import run_batches
+    from posviz.observe.text_pass import run_pass
 
-    planned = np.array(sorted(plan or {}), dtype=np.int64)
-    order = np.concatenate([planned, np.setdiff1d(np.arange(len(blocks)), planned)])
-    sums = HiddenSums(layers, kept, plan, order)
-    handed = False
-
-    def forward(ids: Any) -> None:
-        nonlocal handed
-        states = hidden_states(model, ids)
-        if max(layers) >= len(states):
-            raise UnsupportedModelError(f"{type(model).__name__} returned {len(states)} hidden states, not layer {max(layers)}")
-        for layer in sums.layers:
-            sums.add(layer, states[layer], sums.blocks)
-        sums.note_sampled(sums.blocks, int(ids.shape[0]))
-        sums.blocks += int(ids.shape[0])
-        if on_sample is not None and not handed and sums.sample_complete:
-            handed = True
-            on_sample(sums.sample)
-
-    run_batches(model, blocks[order], batch_size, forward, progress)
-    if on_sample is not None and not handed:  # no blocks at all
-        on_sample(sums.sample)
-    return sums
+    observer = HiddenStates(model, len(blocks), layers, kept, plan, on_sample)
+    run_pass(model, blocks[observer.order], [observer], batch_size=batch_size, progress=progress)
+    return observer.finish()

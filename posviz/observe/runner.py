@@ -1,12 +1,12 @@
 """The block runner every text measure shares: a model, its chosen layers and the corpus cut into token blocks.
 
-``posviz attention`` and ``posviz hidden`` both start here: :func:`prepare_blocks`
-loads the model once (:mod:`~posviz.observe.loading`), checks the layers and the
-block length against it, and cuts the corpus into blocks
-(:mod:`~posviz.observe.corpus_blocks`); :func:`run_batches` then feeds the blocks
-to a measure's forward pass, batch by batch, without gradients, on the device of
-the model's first parameters. What each measure keeps from a forward pass is its
-own accumulator's business.
+Every text pass (:mod:`posviz.observe.text_pass`) starts here: :func:`load_blocks`
+loads the model once (:mod:`~posviz.observe.loading`), checks the block length
+against it and cuts the corpus into blocks once (:mod:`~posviz.observe.corpus_blocks`);
+:func:`choose_layers` checks each measure's layers; :func:`run_batches` then feeds
+the blocks to one forward pass per batch, without gradients, on the device of the
+model's first parameters. What each measure keeps from a forward pass is its own
+observer's business.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class BlockRun:
     loaded
         The model and its tokenizer.
     layers
-        Chosen layers, sorted.
+        Chosen layers, sorted (empty when each measure chooses its own: :func:`choose_layers`).
     ids
         ``(blocks, n)`` int64 token ids.
     layout
@@ -69,13 +69,11 @@ def check_sizes(seq_len: int, batch_size: int, max_blocks: int | None) -> None:
         raise OptionError("--batch-size and --max-blocks must be at least 1")
 
 
-def prepare_blocks(
+def load_blocks(
     model: str,
     *,
     corpus: str | Sequence[str],
     seq_len: int,
-    layers: str | Sequence[int] | None,
-    layer_count: Callable[[LoadedModel], int],
     max_blocks: int | None,
     device: str | None = None,
     device_map: str | None = None,
@@ -85,7 +83,7 @@ def prepare_blocks(
     special_positions: Sequence[int] = (),
     attn_implementation: str | None = "eager",
 ) -> BlockRun:
-    """Load ``model``, choose its layers and cut ``corpus`` into blocks of ``seq_len`` tokens.
+    """Load ``model`` once and cut ``corpus`` once into blocks of ``seq_len`` tokens (layers are chosen per measure).
 
     Parameters
     ----------
@@ -95,11 +93,6 @@ def prepare_blocks(
         Corpus spec(s) as ``posviz train`` reads them.
     seq_len
         Positions per block, special tokens included (ignored with ``token_blocks``).
-    layers
-        ``"all"``, ``"0,2,5-7"``, a list of ints, or ``None`` (layer 0).
-    layer_count
-        How many layers the measure sees in a loaded model (attention layers, or
-        hidden states: one more).
     max_blocks
         At most this many blocks (``None``: the whole corpus).
     device, device_map, tokenizer
@@ -115,18 +108,12 @@ def prepare_blocks(
     Raises
     ------
     PosvizError
-        A layer the model does not have, a block longer than the model's position
-        table (naming its length), a corpus that does not fill one block.
+        A block longer than the model's position table (naming its length), a corpus that does not fill one block.
     """
-    from posviz.batch.layers import parse_layers
     from posviz.observe.loading import load_model
 
     loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None,
                         attn_implementation=attn_implementation)
-    count = layer_count(loaded)
-    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, count, loaded.label)
-    if not chosen or any(not 0 <= x < count for x in chosen):
-        raise OptionError(f"{loaded.label} has layers 0-{count - 1}, not {chosen}")
     if token_blocks is not None:
         seq_len = int(np.shape(token_blocks)[1])
     table, trained = loaded.table_positions, loaded.trained_positions
@@ -135,10 +122,10 @@ def prepare_blocks(
                           f"use --seq-len {table} or less")
     if trained is not None and seq_len > trained:  # a scheme without a table runs, but past what it was trained on
         warnings.warn(f"--seq-len {seq_len} is past the {trained} positions {loaded.label} was trained at: the statistics "
-                      "describe extrapolation (posviz extrapolate measures it)", stacklevel=2)
+                      "describe extrapolation (posviz extrapolate measures it)", stacklevel=3)
     if token_blocks is not None:
         ids = np.asarray(token_blocks, dtype=np.int64)
-        return BlockRun(loaded, chosen, ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))
+        return BlockRun(loaded, [], ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))
     from posviz.observe.corpus_blocks import make_token_blocks
     from posviz.train.corpus import corpus_identity, load_corpus
 
@@ -146,7 +133,23 @@ def prepare_blocks(
     texts = load_corpus(specs)
     blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
     label = f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
-    return BlockRun(loaded, chosen, blocks.ids, blocks.layout, label, blocks.special_positions)
+    return BlockRun(loaded, [], blocks.ids, blocks.layout, label, blocks.special_positions)
+
+
+def choose_layers(loaded: LoadedModel, layers: str | Sequence[int] | None, count: int) -> list[int]:
+    """The layers a measure scores, sorted: ``"all"``, ``"0,2,5-7"``, a list of ints, or ``None`` (layer 0).
+
+    Raises
+    ------
+    OptionError
+        A layer outside ``0 .. count - 1`` (``count``: the layers the measure sees in ``loaded``).
+    """
+    from posviz.batch.layers import parse_layers
+
+    chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, count, loaded.label)
+    if not chosen or any(not 0 <= x < count for x in chosen):
+        raise OptionError(f"{loaded.label} has layers 0-{count - 1}, not {chosen}")
+    return chosen
 
 
 def run_batches(model: Any, blocks: np.ndarray, batch_size: int, forward: Callable[[Any], None],

@@ -114,7 +114,7 @@ def test_statistics_run_on_one_blas_thread_for_narrow_models(bert, corpus, monke
 
     import posviz.observe.hidden_statistics as statistics
     import posviz.observe.probe as probe
-    from posviz.observe.hidden import SINGLE_THREAD_BELOW, probe_jobs, statistics_blas_threads
+    from posviz.observe.hidden_pass import SINGLE_THREAD_BELOW, probe_jobs, statistics_blas_threads
     from posviz.observe.hidden_sums import ProbeSample
 
     seen: dict[str, list[int]] = {"statistics": [], "probe": []}

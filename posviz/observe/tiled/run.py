@@ -1,22 +1,19 @@
 """Run a model over token blocks with its own fast attention and keep tiled statistics of the chosen layers.
 
-:func:`tiled_statistics` is the long-context path of ``posviz attention``: the model keeps SDPA (or flash
-attention), :class:`~posviz.observe.tiled.capture.TiledCapture` sees each chosen layer's queries and keys, and
+:class:`TiledObserver` is the long-context path of ``posviz attention`` in a text pass
+(:mod:`posviz.observe.text_pass`): the model keeps SDPA (or flash attention),
+:class:`~posviz.observe.tiled.capture.TiledCapture` sees each chosen layer's queries and keys, and
 the statistics come from O(n) sums per head. :func:`can_capture` says beforehand whether this transformers can
 route attention through posviz at all (older releases: the eager path, with one warning).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from posviz.observe.tiled.capture import NotCapturable, TiledCapture, _interfaces
-from posviz.observe.tiled.statistics import TiledHeadAttention, layer_statistics
-from posviz.observe.tiled.support import Support
+from posviz.observe.tiled.statistics import layer_statistics
 
 
 def can_capture() -> str | None:
@@ -39,35 +36,55 @@ def to_eager(model: Any) -> None:
         model.config._attn_implementation = "eager"
 
 
-@dataclass(frozen=True)
-class TiledRun:
-    """What :func:`tiled_statistics` returns: per chosen layer, its statistics, support and mean map."""
+class TiledObserver:
+    """``posviz attention``'s observer in a text pass: the model keeps its own attention, posviz sums tiles.
 
-    stats: dict[int, TiledHeadAttention]
-    supports: dict[int, Support]
-    maps: dict[int, np.ndarray]  # per layer, (heads, m, m): the mean attention, block-averaged when m < n
-    blocks: int
-
-
-def tiled_statistics(model: Any, ids: np.ndarray, layers: Sequence[int], *, batch_size: int, tile: int, map_size: int,
-                     progress: Callable[[int], None] | None = None) -> TiledRun:
-    """Run ``model`` over ``ids`` and score every head of ``layers`` from its queries and keys, tile by tile.
-
-    Raises
-    ------
-    NotCapturable
-        The model's attention cannot be captured (the caller falls back to eager maps).
+    :class:`~posviz.observe.tiled.capture.TiledCapture` sees each chosen layer's queries and keys; after the first
+    batch every chosen layer must have reached it, else :class:`NotCapturable` (the pass falls back to eager maps).
+    Its result is an :class:`~posviz.observe.api.AttentionResult` with the long-context statistics.
     """
-    from posviz.observe.accumulate import _takes_use_cache
-    from posviz.observe.runner import run_batches
 
-    kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
-    with TiledCapture(model, layers, tile=tile, map_size=map_size) as capture:
-        blocks = run_batches(model, ids, batch_size, lambda x: model(x, **kwargs), progress=progress)
-    missing = [layer for layer in layers if layer not in capture.sums]
-    if missing:
-        raise NotCapturable(f"layers {missing} never reached the attention interface")
-    stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in layers}
-    return TiledRun(stats=stats, supports=dict(capture.supports), maps={layer: stats[layer].mean_map for layer in layers},
-                    blocks=blocks)
+    def __init__(self, model: Any, layers: Sequence[int], request: Any) -> None:
+        from posviz.observe.accumulate import _takes_use_cache
+        from posviz.observe.rope_bands import RopeBands
 
+        self.model, self.layers, self.request = model, list(layers), request
+        self.bands = RopeBands.attach(model, self.layers)
+        self.capture = TiledCapture(model, self.layers, tile=request.tile, map_size=request.map_size)
+        self.entered = False
+        self.blocks = 0
+        self.kwargs = {"use_cache": False} if _takes_use_cache(model) else {}
+
+    def forward_kwargs(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+    def before(self, ids: Any) -> None:
+        if not self.entered:
+            self.capture.__enter__()
+            self.entered = True
+
+    def after(self, ids: Any, out: Any) -> None:
+        missing = [layer for layer in self.layers if layer not in self.capture.sums]
+        if missing:
+            raise NotCapturable(f"layers {missing} never reached the attention interface")
+        self.blocks += int(ids.shape[0])
+
+    def close(self) -> None:
+        if self.entered:
+            self.capture.__exit__(None, None, None)
+            self.entered = False
+        if self.bands is not None:
+            self.bands.detach()
+
+    def finish(self, run: Any) -> Any:
+        """The :class:`~posviz.observe.api.AttentionResult` of the pass."""
+        from posviz.observe.attention_result import AttentionResult
+
+        layers, supports = self.layers, self.capture.supports
+        stats = {layer: layer_statistics(self.capture.sums[layer], supports[layer]) for layer in layers}
+        return AttentionResult(
+            model=run.loaded.label, layers=layers, heads=int(stats[layers[0]].toeplitzness.shape[0]), seq_len=run.seq_len,
+            blocks=self.blocks, causal=all(supports[layer].causal for layer in layers), layout=run.layout, corpus=run.corpus,
+            stats=stats, means={layer: stats[layer].mean_map for layer in layers},
+            rope_bands=None if self.bands is None else self.bands.means(), method="tiled", sink_eps=self.request.sink_eps,
+            windows={layer: s.window for layer, s in supports.items() if s.window is not None})

@@ -1,7 +1,8 @@
 """Attention section: the attention each model produces on a corpus, per head (``posviz attention``), opt-in.
 
-Only with ``--attention-corpus``: running models is slower than reading weights,
-so existing reports are not made slower. For each model or run, one page per layer
+Only with ``--attention-corpus`` (or ``--corpus``): running models is slower than reading weights,
+so existing reports are not made slower. With the hidden-states section on the same corpus, length and blocks,
+both come from one pass over the text (:func:`posviz.report.sections.running.text_result`). For each model or run, one page per layer
 of ``--layers``: the head grid of the mean attention, the offset profiles, and
 each head's Toeplitzness of its mean attention and positional share, with their
 row-shuffle nulls.
@@ -13,12 +14,11 @@ from posviz.report.context import ReportContext
 from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
 from posviz.report.sections.heads import HEAD_PIXELS
-from posviz.report.sections.running import run_each
+from posviz.report.sections.running import run_each, text_result
 
 
 def build(ctx: ReportContext) -> list:
     """One page per model and chosen layer; nothing without ``attention_corpus``."""
-    from posviz.observe.api import attention
     from posviz.plots.attention import plot_attention_layer
     from posviz.plots.common import short_label
 
@@ -26,8 +26,7 @@ def build(ctx: ReportContext) -> list:
     if o.attention_corpus is None:
         return []
     pages = []
-    runs = run_each(ctx, "Attention", lambda spec: attention(spec, corpus=o.attention_corpus, seq_len=o.attention_seq_len,
-                                                             layers=o.layers, max_blocks=o.attention_max_blocks))
+    runs = run_each(ctx, "Attention", lambda spec: text_result(ctx, spec, "attention"))
     for item, result in runs:
         label = short_label(item.label, 60)
         for layer in result.layers:

@@ -1,7 +1,8 @@
 """Hidden-states section: where position lives inside each model, layer by layer (``posviz hidden``), opt-in.
 
-Only with ``--hidden-corpus``: running models is slower than reading weights, so
-existing reports are not made slower. For each model or run, one page: the
+Only with ``--hidden-corpus`` (or ``--corpus``): running models is slower than reading weights, so
+existing reports are not made slower. With the attention section on the same corpus, length and blocks, both come
+from one pass over the text (:func:`posviz.report.sections.running.text_result`). For each model or run, one page: the
 positional share with its null, the Toeplitzness of ``P_l = V_l V_lᵀ`` with its null,
 and the position probes, against the layer.
 """
@@ -11,12 +12,11 @@ from __future__ import annotations
 from posviz.report.context import ReportContext
 from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
-from posviz.report.sections.running import run_each
+from posviz.report.sections.running import run_each, text_result
 
 
 def build(ctx: ReportContext) -> list:
     """One page per model; nothing without ``hidden_corpus``."""
-    from posviz.observe.hidden import hidden
     from posviz.plots.common import short_label
     from posviz.plots.hidden import plot_hidden
 
@@ -24,8 +24,7 @@ def build(ctx: ReportContext) -> list:
     if o.hidden_corpus is None:
         return []
     pages = []
-    runs = run_each(ctx, "Hidden states", lambda spec: hidden(spec, corpus=o.hidden_corpus, seq_len=o.hidden_seq_len,
-                                                              max_blocks=o.hidden_max_blocks, seed=o.seed))
+    runs = run_each(ctx, "Hidden states", lambda spec: text_result(ctx, spec, "hidden"))
     for item, result in runs:
         page = captioned_page(
             f"{SECTION.title}: {short_label(item.label, 60)}",

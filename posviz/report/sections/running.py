@@ -1,7 +1,8 @@
 """What the sections that open or run each model share: which items they take, and each item's error kept as a note.
 
 The attention, hidden-states and extrapolation sections run every model or run of
-the report on text; the heads section opens each one's weights. A synthetic table
+the report on text (the attention and hidden-states sections share one text pass per model where their corpus,
+length and blocks agree: :func:`text_result`); the heads section opens each one's weights. A synthetic table
 (``sinusoidal:512x768``) has no model and is skipped; a model that fails leaves a
 note on the report and the other models go on.
 """
@@ -9,7 +10,7 @@ note on the report and the other models go on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from posviz.errors import PosvizError
 from posviz.report.context import ReportContext, ReportItem
@@ -41,3 +42,72 @@ def run_each(ctx: ReportContext, what: str, measure: Callable[[str], R],
             ctx.notes.append(f"{what} of {item.label} left out: {e}")
             continue
         yield item, result
+
+
+def text_result(ctx: ReportContext, spec: str, name: str) -> Any:
+    """The result of text measure ``name`` (``attention``, ``hidden``) for ``spec``, from the report's text passes.
+
+    The first section that asks runs every text measure of the report that shares its corpus, block length and
+    block count in one pass (:func:`posviz.observe.text_pass.observe_text`: the model loaded once, each batch run
+    once); later sections read the result from ``ctx.extras["text_passes"]``. Where the joint pass fails, each
+    measure runs alone, so that one measure's failure leaves the other's pages.
+
+    Raises
+    ------
+    PosvizError
+        The measure failed for this model (the section notes it).
+    """
+    passes = ctx.extras.setdefault("text_passes", {})
+    if spec not in passes:
+        passes[spec] = _text_passes(ctx, spec)
+    value = passes[spec][name]
+    if isinstance(value, PosvizError):
+        raise value
+    return value
+
+
+def run_text_passes(ctx: ReportContext) -> dict[str, dict[str, Any]]:
+    """Every item's text passes, run now (``--html`` shows them in the explorer before the PDF is drawn)."""
+    for item in ctx.items:
+        spec = runnable_spec(item)
+        if spec is not None and text_requests(ctx.options):
+            try:
+                text_result(ctx, spec, next(r.name for group in text_requests(ctx.options).values() for r in group))
+            except PosvizError:
+                pass  # kept in the passes; the section notes it
+    return ctx.extras.setdefault("text_passes", {})
+
+
+def text_requests(options: Any) -> dict[tuple[str, int, int], list[Any]]:
+    """The report's text measures, grouped by what one pass shares: ``(corpus, seq_len, max_blocks)``."""
+    from posviz.observe.attention_pass import AttentionRequest
+    from posviz.observe.hidden_pass import HiddenRequest
+
+    groups: dict[tuple[str, int, int], list[Any]] = {}
+    o = options
+    if o.attention_corpus is not None:
+        groups.setdefault((o.attention_corpus, o.attention_seq_len, o.attention_max_blocks), []).append(
+            AttentionRequest(layers=o.layers))
+    if o.hidden_corpus is not None:
+        groups.setdefault((o.hidden_corpus, o.hidden_seq_len, o.hidden_max_blocks), []).append(HiddenRequest(seed=o.seed))
+    return groups
+
+
+def _text_passes(ctx: ReportContext, spec: str) -> dict[str, Any]:
+    """Each text measure's result (or its error) for ``spec``: one pass per group of :func:`text_requests`."""
+    from posviz.observe.text_pass import observe_text
+
+    out: dict[str, Any] = {}
+    for (corpus, seq_len, max_blocks), requests in text_requests(ctx.options).items():
+        tries = [requests] + ([[r] for r in requests] if len(requests) > 1 else [])
+        for together in tries:
+            if all(r.name in out and not isinstance(out[r.name], PosvizError) for r in together):
+                continue
+            try:
+                done = observe_text(spec, together, corpus=corpus, seq_len=seq_len, max_blocks=max_blocks)
+            except PosvizError as e:
+                out.update({r.name: e for r in together})
+                continue
+            out.update(done.results)
+            break
+    return out

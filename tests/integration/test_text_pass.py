@@ -1,0 +1,124 @@
+"""One text pass for every text measure: the model loaded once, each batch run once (real MiniLM, real report and explorer).
+
+The counts come from the real loader and the real model: ``load_model`` is wrapped to count its calls and to put
+a forward pre-hook on every model it returns; nothing else is replaced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from posviz.cli.app import app
+
+N, BLOCKS, BATCH = 32, 6, 2
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """``{"loads": k, "forwards": m}``: calls of posviz's model loader and forward calls of the models it loaded."""
+    import posviz.observe.loading as loading
+
+    counts = {"loads": 0, "forwards": 0}
+    real = loading.load_model
+
+    def load_model(*args, **kwargs):
+        loaded = real(*args, **kwargs)
+        counts["loads"] += 1
+        loaded.model.register_forward_pre_hook(lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1))
+        return loaded
+
+    monkeypatch.setattr(loading, "load_model", load_model)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory) -> Path:
+    from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
+
+    path = tmp_path_factory.mktemp("text-pass") / "docs.txt"
+    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 40)), encoding="utf-8")
+    return path
+
+
+def _close(got: list[dict], want: list[dict], keys: tuple[str, ...], rtol: float) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for k in keys:
+            np.testing.assert_allclose(g[k], w[k], rtol=rtol, atol=1e-9, err_msg=k)
+
+
+@pytest.mark.parametrize("exact_maps", [False, True], ids=["tiled", "eager"])
+def test_one_pass_feeds_attention_and_hidden_as_they_run_alone(minilm_dir, text, counted, exact_maps):
+    """Together: one load and one forward call per batch (plus eager's 16-token probe that finds the maps); each
+    result equals the measure run alone (the hidden states to float32 rounding: alone, attention runs without a mask)."""
+    import posviz
+    from posviz.observe.attention_pass import AttentionRequest
+    from posviz.observe.hidden_pass import HiddenRequest
+    from posviz.observe.text_pass import observe_text
+
+    common = dict(corpus=str(text), seq_len=N, max_blocks=BLOCKS, batch_size=BATCH)
+    both = observe_text(str(minilm_dir), [AttentionRequest(layers="all", exact_maps=exact_maps), HiddenRequest(probe_blocks=4)],
+                        **common)
+    batches = -(-BLOCKS // BATCH)
+    probe = 1 if exact_maps else 0
+    assert counted == {"loads": 1, "forwards": batches + probe}
+    assert both.forward_calls == batches + probe and both.blocks == BLOCKS and both.passes == 1
+    alone_a = posviz.attention(str(minilm_dir), layers="all", exact_maps=exact_maps, **common)
+    alone_h = posviz.hidden(str(minilm_dir), probe_blocks=4, **common)
+    assert counted == {"loads": 3, "forwards": 2 * (batches + probe) + batches}
+    a, h = both["attention"], both["hidden"]
+    assert a.tiled is not exact_maps and a.blocks == alone_a.blocks == BLOCKS and a.corpus == alone_a.corpus
+    _close(a.records(), alone_a.records(), ("toeplitzness_offdiag", "null_mean_offdiag", "positional_share", "sink_mass"), 1e-5)
+    assert h.blocks == alone_h.blocks and h.corpus == alone_h.corpus
+    _close(h.records(), alone_h.records(), ("positional_share", "positional_share_null", "toeplitzness_offdiag", "rank90",
+                                            "state_norm", "probe_mae"), 1e-5)
+
+
+def test_a_pass_refuses_a_measure_twice_and_bad_options_before_loading(minilm_dir, counted):
+    from posviz.errors import OptionError
+    from posviz.observe.attention_pass import AttentionRequest
+    from posviz.observe.text_pass import observe_text
+
+    with pytest.raises(OptionError, match="each measure once"):
+        observe_text(str(minilm_dir), [AttentionRequest(), AttentionRequest()])
+    with pytest.raises(OptionError, match="--tile 0"):
+        observe_text(str(minilm_dir), [AttentionRequest(tile=0)])
+    assert counted["loads"] == 0
+
+
+def test_report_with_one_corpus_loads_each_model_once(minilm_dir, text, counted, tmp_path, monkeypatch):
+    """``posviz report MODEL --corpus FILE``: attention and hidden-states sections from one load and one pass,
+    and ``--html`` shows the same numbers in the explorer without running the model again."""
+    from pypdf import PdfReader
+
+    from tests.checkpoint_factory import isolate_hf_cache
+
+    isolate_hf_cache(monkeypatch, tmp_path / "empty")
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(minilm_dir), "--no-albert", "--corpus", str(text), "--attention-seq-len",
+                                   str(N), "--hidden-seq-len", str(N), "--attention-max-blocks", str(BLOCKS),
+                                   "--hidden-max-blocks", str(BLOCKS), "--html", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    sections = res.stderr.split("sections:")[1]
+    assert "attention" in sections and "hidden" in sections
+    assert counted == {"loads": 1, "forwards": -(-BLOCKS // 8)}  # the default batch of 8: one forward call
+    text_ = " ".join(" ".join(p.extract_text() for p in PdfReader(out).pages).split())
+    assert f"{BLOCKS} blocks of {N} tokens" in text_ and "Position inside the network" in text_
+    from tests.integration.test_explore import page_data
+
+    tabs = page_data(out.with_suffix(".html").read_text(encoding="utf-8"))["models"][0]["corpus"]
+    assert tabs["attention"]["seq_len"] == N and tabs["attention"]["layers"] == [0]  # the report's layers (--layers 0)
+    assert len(tabs["hidden"]["records"]) == 7 and tabs["hidden"]["records"][0]["blocks"] == BLOCKS
+
+
+def test_explore_corpus_loads_each_model_once(minilm_dir, text, counted):
+    import posviz
+
+    page = posviz.explore(str(minilm_dir), corpus=str(text), heads=False, seq_len=N, max_blocks=BLOCKS)
+    assert counted == {"loads": 1, "forwards": 1}
+    tabs = page.data["models"][0]["corpus"]
+    assert tabs["attention"]["seq_len"] == N and len(tabs["hidden"]["records"]) == 7  # embedding output + 6 layers
