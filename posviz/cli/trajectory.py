@@ -221,7 +221,7 @@ def command(
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Go on without checkpoints that cannot be had offline.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the posviz score cache.")] = False,
     dpi: Annotated[int, typer.Option("--dpi", min=30, max=1200, help="Resolution of PNG output.")] = 150,
-    measure: Annotated[str, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; hidden: position in the hidden states on --corpus (posviz hidden); a measure another package registers (posviz measures lists them); auto: bands for RoPE models, else toeplitzness.")] = "auto",
+    measure: Annotated[str, typer.Option("--measure", help="toeplitzness: of P = E_P E_Pᵀ (weights); bands: RoPE band usage per head (posviz heads); attention: of the attention each checkpoint produces on --corpus (posviz attention), on the same token blocks for every checkpoint; hidden: position in the hidden states on --corpus (posviz hidden); attention,hidden: both on one pass per checkpoint (each output gets the measure's name: rows.csv -> rows-attention.csv, rows-hidden.csv); a measure another package registers (posviz measures lists them); auto: bands for RoPE models, else toeplitzness.")] = "auto",
     layers: Annotated[str | None, typer.Option("--layers", help="--measure bands: 'all' or a list like 0,2,5-7 (default 0); --measure attention: layers whose heads are averaged (default all); --measure hidden: layers measured (default all; 0 = embedding output).")] = None,
     probe: Annotated[str | None, typer.Option("--probe", help="--measure bands: content probe of the profiles (as posviz heads --probe; default mean).")] = None,
     corpus: Annotated[str | None, typer.Option("--corpus", help="--measure attention and hidden: the fixed corpus (text file, folder, cpython-3.11.7-docstrings[:N]; default: the packaged corpus).", show_default=False)] = None,
@@ -254,9 +254,21 @@ def command(
                             allow_missing=allow_missing, cache=not no_cache)
     if rank != 0:  # the main process writes
         return
+    if isinstance(result, dict):  # several text measures on one pass: each measure's outputs named after it
+        for name, part in result.items():
+            if not texts and fmt is OutputFormat.table:
+                typer.echo(f"--measure {name}")
+            _write(part, [(_named(path, name), kind) for path, kind in texts], [_named(path, name) for path in figures],
+                   fmt, band=band, dpi=dpi, keep_duplicates=keep_duplicates)
+        return
     if result.cache_hits:
         typer.echo(f"{result.cache_hits} of {len(result.rows)} scores read from the posviz score cache (--no-cache recomputes)", err=True)
     _write(result, texts, figures, fmt, band=band, dpi=dpi, keep_duplicates=keep_duplicates)
+
+
+def _named(path: Path, measure: str) -> Path:
+    """``rows.csv`` -> ``rows-attention.csv``: one output per measure when several run together."""
+    return path.with_name(f"{path.stem}-{measure}{path.suffix}")
 
 
 def _write(result: Any, texts: list[tuple[Path, str]], figures: list[Path], fmt: OutputFormat, *, band: bool, dpi: int,

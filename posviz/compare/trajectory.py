@@ -53,7 +53,7 @@ class TrajectoryResult:
 def trajectory(
     sources: str | Sequence[str],
     *,
-    measure: str = "auto",
+    measure: str | Sequence[str] = "auto",
     revisions: Sequence[str] | None = None,
     steps: Sequence[int] | None = None,
     corpus: str | None = None,
@@ -68,7 +68,7 @@ def trajectory(
     seed: int = 0,
     allow_missing: bool = False,
     cache: bool = True,
-) -> TrajectoryResult:
+) -> TrajectoryResult | dict[str, TrajectoryResult]:
     """A measure along checkpoint series: run folders, ``RUN@STEP``, step-named hub ids, or one id's ``revisions``.
 
     Parameters
@@ -79,7 +79,8 @@ def trajectory(
     measure
         ``toeplitzness`` (of P = E_P E_Pᵀ), ``bands`` (RoPE band usage per head), ``attention`` or ``hidden`` (on
         ``corpus``, the same token blocks for every checkpoint), a measure another package registers
-        (``posviz measures`` lists them), or ``auto``.
+        (``posviz measures`` lists them), or ``auto``. ``attention,hidden`` runs both on one pass per checkpoint
+        and returns a dict of results by name.
     revisions, steps
         Revisions of the one hub id; steps of the ids or revisions, in order (for names without a step).
     corpus, seq_len, max_blocks
@@ -110,15 +111,42 @@ def trajectory(
                             positions=positions, table=table, normalize=normalize, null_draws=null_draws, seed=seed,
                             allow_missing=allow_missing, cache=cache)
     # a named measure is looked up (an unknown name refused) before any checkpoint is resolved; auto needs the first
-    chosen = get_measure(measure, series=True) if measure != "auto" else None
+    names = [m.strip() for m in measure.split(",")] if isinstance(measure, str) else list(measure)
+    if len(names) > 1:
+        together = _together(names, options)
+    chosen = get_measure(names[0], series=True) if names != ["auto"] else None
     specs = [sources] if isinstance(sources, str) else list(sources)
     points = revision_points(specs, list(revisions), steps) if revisions is not None else series_points(specs, steps)
+    if len(names) > 1:
+        return on_text(points, together, options)
     if chosen is None:
         chosen = get_measure(measure_for(points[0].spec), series=True)
     _refuse_options(chosen, options)
     if chosen.series:
         return chosen.load("series")(points, options)
     return point_series(chosen, points, options)
+
+
+def _together(names: list[str], options: Any) -> list[str]:
+    """Several measures in one series: text measures only (one pass per checkpoint), each once, options of any of them."""
+    from posviz.compare.text_series import TEXT_MEASURES
+    from posviz.measures import get_measure
+
+    if len(set(names)) != len(names) or any(n not in TEXT_MEASURES for n in names):
+        raise OptionError(f"--measure {','.join(names)}: several measures run together only as text measures on one pass, "
+                          f"each once: {', '.join(TEXT_MEASURES)}", "or run one measure at a time")
+    measures = [get_measure(n, series=True) for n in names]
+    used = frozenset().union(*(m.options for m in measures))
+    _refuse_options(_Joint(",".join(names), used), options)
+    return names
+
+
+@dataclass(frozen=True)
+class _Joint:
+    """Several text measures as :func:`_refuse_options` sees them: a name and the options any of them uses."""
+
+    name: str
+    options: frozenset[str]
 
 
 def _flag(option: str) -> str:
@@ -177,32 +205,28 @@ def bands_series(points: Sequence, options: Any) -> TrajectoryResult:
 
 def attention_series(points: Sequence, options: Any) -> TrajectoryResult:
     """``attention``: means over heads of the attention every checkpoint produces on the same blocks of text."""
-    return _on_text(points, "attention", options)
+    return on_text(points, ["attention"], options)["attention"]
 
 
 def hidden_series(points: Sequence, options: Any) -> TrajectoryResult:
     """``hidden``: position in every checkpoint's hidden states on the same blocks of text."""
-    return _on_text(points, "hidden", options)
+    return on_text(points, ["hidden"], options)["hidden"]
 
 
-def _on_text(points: Sequence, measure: str, options: Any) -> TrajectoryResult:
+def on_text(points: Sequence, measures: Sequence[str], options: Any) -> dict[str, TrajectoryResult]:
+    """Text measures (``attention``, ``hidden``) along the series: every checkpoint loaded once and run once over
+    the same blocks for all of them (:func:`posviz.compare.text_series.text_series_rows`), then each checked."""
     from posviz.compare.integrity import Trace
+    from posviz.compare.text_series import text_series_rows
     from posviz.train.corpus import DEMO_CORPUS
-
-    corpus, seq_len, layers, max_blocks = options.corpus or DEMO_CORPUS, options.seq_len, options.layers or "all", options.max_blocks
-    if measure == "attention":
-        from posviz.compare.attention_series import attention_series_rows
-
-        rows = attention_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks)
-    else:
-        from posviz.compare.hidden_series import hidden_series_rows
-
-        rows = hidden_series_rows(points, corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks, seed=options.seed)
     from posviz.train.processes import process_rank
 
+    rows = text_series_rows(points, measures, corpus=options.corpus or DEMO_CORPUS, seq_len=options.seq_len,
+                            layers=options.layers or "all", max_blocks=options.max_blocks, seed=options.seed)
     if process_rank() == 0:  # under torchrun every process holds the rows; the main one checks and reports them
-        check_rows(rows, points, Trace("auto"))
-    return TrajectoryResult(measure, rows)
+        for part in rows.values():
+            check_rows(part, points, Trace("auto"))
+    return {name: TrajectoryResult(name, part) for name, part in rows.items()}
 
 
 def toeplitzness_series(points: Sequence, options: Any) -> TrajectoryResult:

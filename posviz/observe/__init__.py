@@ -19,14 +19,14 @@ from posviz.util.lazy import lazy_exports
 
 _EXPORTS = {
     "attention": "posviz.observe.api",
-    "AttentionResult": "posviz.observe.api",
+    "AttentionResult": "posviz.observe.attention_result",
     "layer_statistics": "posviz.observe.statistics",
     "LayerSums": "posviz.observe.statistics",
     "HeadAttention": "posviz.observe.statistics",
     "make_token_blocks": "posviz.observe.corpus_blocks",
     "load_model": "posviz.observe.loading",
     "hidden": "posviz.observe.hidden",
-    "HiddenResult": "posviz.observe.hidden",
+    "HiddenResult": "posviz.observe.hidden_result",
     "observe_text": "posviz.observe.text_pass",
     "TextPass": "posviz.observe.text_pass",
     "AttentionRequest": "posviz.observe.attention_pass",

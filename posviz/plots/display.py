@@ -81,5 +81,6 @@ def extrapolation_html(result: Any) -> str:
 
 
 #: ``(module, class, function of this module)``: what ``import posviz`` registers in IPython.
-FORMATTERS = (("posviz.observe.api", "AttentionResult", "attention_html"), ("posviz.observe.hidden", "HiddenResult", "hidden_html"),
+FORMATTERS = (("posviz.observe.attention_result", "AttentionResult", "attention_html"),
+              ("posviz.observe.hidden_result", "HiddenResult", "hidden_html"),
               ("posviz.extrapolate.result", "ExtrapolationResult", "extrapolation_html"))

@@ -122,3 +122,35 @@ def test_explore_corpus_loads_each_model_once(minilm_dir, text, counted):
     assert counted == {"loads": 1, "forwards": 1}
     tabs = page.data["models"][0]["corpus"]
     assert tabs["attention"]["seq_len"] == N and len(tabs["hidden"]["records"]) == 7  # embedding output + 6 layers
+
+
+def test_trajectory_of_attention_and_hidden_runs_each_checkpoint_once(absolute_run, train_corpus, counted, tmp_path):
+    """``--measure attention,hidden``: one load and one pass per checkpoint; the rows are those of each measure alone."""
+    import json
+
+    import posviz
+
+    common = dict(corpus=str(train_corpus), seq_len=N, max_blocks=BLOCKS, layers="0,1")
+    both = posviz.trajectory(str(absolute_run), measure="attention,hidden", **common)
+    checkpoints = len({r["step"] for r in both["attention"].rows})
+    assert checkpoints >= 2 and counted == {"loads": checkpoints, "forwards": checkpoints}  # 6 blocks: one batch of 8
+    alone = {name: posviz.trajectory(str(absolute_run), measure=name, **common).rows for name in ("attention", "hidden")}
+    _close(both["attention"].rows, alone["attention"], ("toeplitzness_offdiag", "positional_share", "sink_mass"), 1e-5)
+    _close(both["hidden"].rows, alone["hidden"], ("positional_share", "toeplitzness_offdiag", "probe_mae"), 1e-5)
+    assert [r["step"] for r in both["hidden"].rows] == [r["step"] for r in alone["hidden"]]
+
+    out = tmp_path / "rows.json"
+    res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "attention,hidden", "--corpus",
+                                   str(train_corpus), "--seq-len", str(N), "--max-blocks", str(BLOCKS), "--layers", "0",
+                                   "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert not out.exists()
+    assert {r["measure"] for r in json.loads((tmp_path / "rows-attention.json").read_text())} == {"attention"}
+    assert {r["measure"] for r in json.loads((tmp_path / "rows-hidden.json").read_text())} == {"hidden"}
+
+
+@pytest.mark.parametrize("measure", ["attention,bands", "hidden,hidden"])
+def test_trajectory_refuses_measures_that_cannot_share_a_pass(absolute_run, measure):
+    res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", measure])
+    assert res.exit_code == 2
+    assert "run together only as text measures on one pass" in res.output and "Traceback" not in res.output
