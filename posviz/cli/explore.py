@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import HELP_POSITIONS, HELP_TABLE, default_output
+from posviz.cli.options import HELP_POSITIONS, HELP_TABLE, default_output, text_measures
 
 
 def command(
@@ -22,6 +22,7 @@ def command(
     null_draws: Annotated[int, typer.Option("--null-draws", min=0, help="Row permutations for the spread of P's null (its mean is exact).")] = 10,
     seq_len: Annotated[int, typer.Option("--seq-len", min=2, help="With --corpus: positions per block.")] = 128,
     max_blocks: Annotated[int, typer.Option("--max-blocks", min=1, help="With --corpus: blocks of the corpus to run.")] = 32,
+    measure: Annotated[list[str] | None, typer.Option("--measure", metavar="NAME", help="With --corpus: add this measure of the registry that runs on text (posviz measures lists them, e.g. state-norms) to a Measures tab, on the same pass (repeatable).")] = None,
 ) -> None:
     """Write one self-contained, offline HTML explorer of the models (tabs: P, Heads, Attention, Series, Comparison).
 
@@ -48,7 +49,8 @@ def command(
     if output.is_dir():
         raise OptionError(f"output path {output} is a directory", "give a file name such as explorer.html")
     check_output_path(output, (".html", ".htm"))
+    measures = text_measures(measure or [], corpus)
     page = explore(models, corpus=corpus, heads=heads, layers=layers, max_positions=max_positions, positions=positions,
-                   table=table, null_draws=null_draws, seq_len=seq_len, max_blocks=max_blocks, progress=True)
+                   table=table, null_draws=null_draws, seq_len=seq_len, max_blocks=max_blocks, progress=True, measures=measures)
     page.save(output)
     typer.echo(f"wrote {output} ({page.size / 2**20:.1f} MiB)", err=True)

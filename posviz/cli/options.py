@@ -101,3 +101,19 @@ def slug(text: str) -> str:
 def default_output(prefix: str, models: list[str], suffix: str) -> Path:
     """``PREFIX-MODEL.SUFFIX``, or ``PREFIX-MODEL-and-more.SUFFIX`` for several models."""
     return Path(f"{prefix}-{slug(models[0])}{'-and-more' if len(models) > 1 else ''}{suffix}")
+
+
+def text_measures(names: list[str], corpus: str | None) -> tuple[str, ...]:
+    """The ``--measure`` names of ``report`` and ``explore``, checked: registry measures that join the text pass, with a corpus."""
+    from posviz.errors import OptionError
+    from posviz.measures import get_measure, measures
+
+    for name in names:
+        if name in ("attention", "hidden"):
+            raise OptionError(f"--measure {name} has its own section", f"use --corpus or --{name}-corpus")
+        if get_measure(name).request is None:
+            able = [m.name for m in measures().values() if m.request is not None]
+            raise OptionError(f"--measure {name} does not run on a text pass", f"choose one of {', '.join(able) or '(none installed)'}")
+    if names and corpus is None:
+        raise OptionError(f"--measure {names[0]} runs on text", "add --corpus FILE (or cpython-3.11.7-docstrings[:N])")
+    return tuple(dict.fromkeys(names))

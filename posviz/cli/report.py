@@ -16,6 +16,7 @@ from posviz.cli.options import (
     Metric,
     Normalize,
     default_output,
+    text_measures,
 )
 
 
@@ -35,6 +36,7 @@ def command(
     layers: Annotated[str, typer.Option("--layers", help="Layers whose head grids get a page: 0 (default), a list like 0,5-7, or all; the layer × head page covers every layer.")] = "0",
     albert: Annotated[bool, typer.Option("--albert/--no-albert", help="Include the ALBERT v1 → v2 section (scores the eight ALBERT checkpoints from the caches, or downloads their weights when online).")] = True,
     corpus: Annotated[str | None, typer.Option("--corpus", help="Add the attention and hidden-states sections on this corpus (--attention-corpus and --hidden-corpus, where not given): each model is loaded once and runs one pass over the text for both.")] = None,
+    measure: Annotated[list[str] | None, typer.Option("--measure", metavar="NAME", help="Add a page per model for this measure of the registry that runs on text (posviz measures lists them, e.g. state-norms), on --corpus and in the same pass (repeatable).")] = None,
     attention_corpus: Annotated[str | None, typer.Option("--attention-corpus", help="Add the attention section (posviz attention): run each model over this corpus (text file, folder, cpython-3.11.7-docstrings[:N]); --layers chooses the layers.")] = None,
     attention_seq_len: Annotated[int, typer.Option("--attention-seq-len", min=2, help="Positions per block of the attention section.")] = 128,
     attention_max_blocks: Annotated[int, typer.Option("--attention-max-blocks", min=1, help="Blocks of the attention section.")] = 64,
@@ -61,6 +63,7 @@ def command(
     if corpus is not None:  # both text sections; where their corpus, length and blocks agree, they share one pass
         attention_corpus = attention_corpus or corpus
         hidden_corpus = hidden_corpus or corpus
+    measures = text_measures(measure or [], corpus or attention_corpus or hidden_corpus)
 
     if output is None:
         output = default_output("report", models, ".pdf")
@@ -85,7 +88,10 @@ def command(
                             scores=parse_score_options(score), albert=albert, layers=layers,
                             attention_corpus=attention_corpus, attention_seq_len=attention_seq_len,
                             attention_max_blocks=attention_max_blocks, hidden_corpus=hidden_corpus,
-                            hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks,
+                            hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks, measures=measures,
+                            measures_corpus=corpus or attention_corpus or hidden_corpus,
+                            measures_seq_len=attention_seq_len if attention_corpus else hidden_seq_len,
+                            measures_max_blocks=attention_max_blocks if attention_corpus else hidden_max_blocks,
                             extrapolate_lengths=extrapolate_lengths, extrapolate_corpus=extrapolate_corpus,
                             extrapolate_max_blocks=extrapolate_max_blocks)
     ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
@@ -95,9 +101,10 @@ def command(
         from posviz.report.sections.running import run_text_passes
 
         explorer = explore(models, corpus=attention_corpus or hidden_corpus, positions=positions, table=table,
-                           null_draws=null_draws, seed=seed, measured=run_text_passes(ctx))
+                           null_draws=null_draws, seed=seed, measured=run_text_passes(ctx), measures=measures)
     render_report(ctx, output)
     typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)
     if explorer is not None:
         explorer.save(output.with_suffix(".html"))
         typer.echo(f"wrote {output.with_suffix('.html')} (the explorer: open it in a browser, offline)", err=True)
+

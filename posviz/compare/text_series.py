@@ -36,8 +36,16 @@ FIELDS = ("toeplitzness_offdiag", "null_mean_offdiag", "toeplitzness", "null_mea
 #: Per-head fields of the tiled path (transformers 5), averaged where the records have them; with ``sink_rate``, the
 #: share of all the chosen heads whose sink mass exceeds the records' ``sink_rate_eps``.
 LONG_CONTEXT_FIELDS = ("entropy_normalised", "span50", "span90")
-#: The measures that run together on one pass.
+#: posviz's measures with their own rows; every registered measure with a text-pass ``request`` joins them.
 TEXT_MEASURES = ("attention", "hidden")
+
+
+def on_one_pass(name: str) -> bool:
+    """Whether the measure called ``name`` can take part in one pass over text (``attention``, ``hidden``, or a
+    registered measure with a text-pass ``request``)."""
+    from posviz.measures import get_measure
+
+    return name in TEXT_MEASURES or get_measure(name).request is not None
 
 
 def _tokenizer_for(spec: str) -> str | None:
@@ -74,12 +82,14 @@ def text_series_rows(points: Sequence[SeriesPoint], measures: Sequence[str], *, 
     points
         From :func:`posviz.compare.series.series_points` or ``revision_points``.
     measures
-        Some of :data:`TEXT_MEASURES`.
+        ``attention``, ``hidden``, and measures of the registry with a text-pass ``request`` (their rows: the series
+        point, ``series``, ``step`` and the measure's ``values``).
     corpus, seq_len, max_blocks, batch_size, probe_blocks, seed
         As :func:`posviz.observe.api.attention` and :func:`posviz.observe.hidden.hidden`.
     layers
         ``attention``: layers whose heads are averaged; ``hidden``: layers measured (0 is the embedding output).
     """
+    from posviz.measures import SeriesOptions, get_measure
     from posviz.observe.attention_pass import AttentionRequest
     from posviz.observe.hidden_pass import HiddenRequest
     from posviz.observe.text_pass import observe_text
@@ -88,12 +98,15 @@ def text_series_rows(points: Sequence[SeriesPoint], measures: Sequence[str], *, 
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
     blocks, corpus_sha256 = series_blocks(points, specs, seq_len, max_blocks)
+    options = SeriesOptions(corpus=", ".join(specs), seq_len=seq_len, layers=layers, seed=seed)  # what a request reads
+    others = {name: get_measure(name) for name in measures if name not in TEXT_MEASURES}
     rank, world = process_rank(), world_size()
     mine = list(points)[rank::world]
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in measures}
     for p in (progress(mine, "checkpoint") if rank == 0 else mine):
         requests = [AttentionRequest(layers=layers) if name == "attention" else
-                    HiddenRequest(layers=layers, probe_blocks=probe_blocks, seed=seed) for name in measures]
+                    HiddenRequest(layers=layers, probe_blocks=probe_blocks, seed=seed) if name == "hidden" else
+                    others[name].load("request")(options) for name in measures]
         done = observe_text(p.spec, requests, token_blocks=blocks.ids, block_layout=blocks.layout,
                             special_positions=blocks.special_positions, batch_size=batch_size)
         where = {"corpus": ", ".join(specs), "corpus_sha256": corpus_sha256}
@@ -102,12 +115,17 @@ def text_series_rows(points: Sequence[SeriesPoint], measures: Sequence[str], *, 
         if "hidden" in rows:
             rows["hidden"] += [{**rec, "model": p.spec, "series": f"{p.series} · layer {rec['layer']}", "run": p.series,
                                 "step": p.step, "measure": "hidden", **where} for rec in done["hidden"].records()]
+        for name, measure in others.items():
+            rows[name].append({"series": p.series, "step": p.step, "source": p.spec, "measure": name, **where,
+                               **measure.load("values")(done[name])})
     if world > 1:
         rows = {name: _gathered(part) for name, part in rows.items()}
     if "attention" in rows:
         rows["attention"].sort(key=lambda r: (r["step"], r["series"]))
     if "hidden" in rows:
         rows["hidden"].sort(key=lambda r: (r["step"], r["run"], r["layer"]))
+    for name in others:
+        rows[name].sort(key=lambda r: (r["step"], r["series"]))
     return rows
 
 

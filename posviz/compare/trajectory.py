@@ -124,19 +124,22 @@ def trajectory(
     _refuse_options(chosen, options)
     if chosen.series:
         return chosen.load("series")(points, options)
-    return point_series(chosen, points, options)
+    if chosen.point:
+        return point_series(chosen, points, options)
+    return on_text(points, [chosen.name], options)[chosen.name]  # a measure that joins the text pass
 
 
 def _together(names: list[str], options: Any) -> list[str]:
     """Several measures in one series: text measures only (one pass per checkpoint), each once, options of any of them."""
-    from posviz.compare.text_series import TEXT_MEASURES
-    from posviz.measures import get_measure
+    from posviz.compare.text_series import on_one_pass
+    from posviz.measures import get_measure, measures
 
-    if len(set(names)) != len(names) or any(n not in TEXT_MEASURES for n in names):
+    measures_ = [get_measure(n, series=True) for n in names]
+    if len(set(names)) != len(names) or not all(on_one_pass(n) for n in names):
+        able = [m.name for m in measures().values() if on_one_pass(m.name)]
         raise OptionError(f"--measure {','.join(names)}: several measures run together only as text measures on one pass, "
-                          f"each once: {', '.join(TEXT_MEASURES)}", "or run one measure at a time")
-    measures = [get_measure(n, series=True) for n in names]
-    used = frozenset().union(*(m.options for m in measures))
+                          f"each once: {', '.join(able)}", "or run one measure at a time")
+    used = frozenset().union(*(m.options for m in measures_))
     _refuse_options(_Joint(",".join(names), used), options)
     return names
 
@@ -214,8 +217,8 @@ def hidden_series(points: Sequence, options: Any) -> TrajectoryResult:
 
 
 def on_text(points: Sequence, measures: Sequence[str], options: Any) -> dict[str, TrajectoryResult]:
-    """Text measures (``attention``, ``hidden``) along the series: every checkpoint loaded once and run once over
-    the same blocks for all of them (:func:`posviz.compare.text_series.text_series_rows`), then each checked."""
+    """Text measures (``attention``, ``hidden``, and those with a text-pass ``request``) along the series: every
+    checkpoint loaded once and run once over the same blocks for all of them (:func:`posviz.compare.text_series.text_series_rows`), then each checked."""
     from posviz.compare.integrity import Trace
     from posviz.compare.text_series import text_series_rows
     from posviz.train.corpus import DEMO_CORPUS

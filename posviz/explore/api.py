@@ -121,6 +121,7 @@ def explore(
     max_blocks: int = 32,
     progress: bool = False,
     measured: Mapping[str, Mapping[str, Any]] | None = None,
+    measures: Sequence[str] = (),
 ) -> Explorer:
     """An interactive explorer of one or more models (or ``posviz train`` runs), as one offline HTML page.
 
@@ -148,6 +149,9 @@ def explore(
     measured
         Text measures already run, by model: ``{spec: {"attention": AttentionResult, "hidden": HiddenResult}}`` (a
         report's passes); the Attention and Hidden-states tabs show them instead of running the model again.
+    measures
+        With ``corpus``: other measures of the registry that run on text (``state-norms``, another package's), on the
+        same pass, in a Measures tab.
 
     Returns
     -------
@@ -176,12 +180,12 @@ def explore(
 
         for entry, spec in zip(entries, models, strict=True):
             done = (measured or {}).get(spec, {})
-            if isinstance(done.get("attention"), Exception) or isinstance(done.get("hidden"), Exception):
-                done = {}  # what failed in the report fails here again, with its own error
-            if "attention" in done and "hidden" in done:
-                entry["corpus"] = corpus_view_of(done["attention"], done["hidden"])
-            elif not is_synthetic(spec):
-                entry["corpus"] = corpus_view(spec, corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers, progress=progress)
+            wanted = ["attention", "hidden", *measures]
+            if all(name in done and not isinstance(done[name], Exception) for name in wanted):
+                entry["corpus"] = corpus_view_of(done["attention"], done["hidden"], {name: done[name] for name in measures})
+            elif not is_synthetic(spec):  # what failed in the report fails here again, with its own error
+                entry["corpus"] = corpus_view(spec, corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers,
+                                              progress=progress, measures=measures)
     from posviz.explore.page import plotly_js, render_page
     from posviz.explore.provenance import sidebar
 

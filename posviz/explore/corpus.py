@@ -9,6 +9,7 @@ conventions line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ def clean(value: Any) -> Any:
 
 
 def corpus_view(model: str, corpus: str, *, seq_len: int = 128, max_blocks: int = 32, layers: str = "all",
-                progress: bool = False) -> dict[str, Any]:
+                progress: bool = False, measures: Sequence[str] = ()) -> dict[str, Any]:
     """What the Attention and Hidden-states tabs show for one model on one corpus.
 
     Parameters
@@ -47,23 +48,29 @@ def corpus_view(model: str, corpus: str, *, seq_len: int = 128, max_blocks: int 
         Layers of ``posviz attention`` (``all`` or a list); ``posviz hidden`` scores every hidden state.
     progress
         Progress bars on stderr.
+    measures
+        Other measures of the registry with a text-pass request (the Measures tab), on the same pass.
 
     Returns
     -------
     dict
-        ``attention`` (records, profiles per layer, conventions) and ``hidden`` (records, conventions).
+        ``attention`` (records, profiles per layer, conventions), ``hidden`` (records, conventions) and ``measures``.
     """
+    from posviz.measures import SeriesOptions, get_measure
     from posviz.observe.attention_pass import AttentionRequest
     from posviz.observe.hidden_pass import HiddenRequest
     from posviz.observe.text_pass import observe_text
 
-    both = observe_text(model, [AttentionRequest(layers=layers), HiddenRequest(layers="all")], corpus=corpus,
+    settings = SeriesOptions(corpus=corpus, seq_len=seq_len, max_blocks=max_blocks)
+    others = [get_measure(name).load("request")(settings) for name in measures]
+    done = observe_text(model, [AttentionRequest(layers=layers), HiddenRequest(layers="all"), *others], corpus=corpus,
                         seq_len=seq_len, max_blocks=max_blocks, show_progress=progress)
-    return corpus_view_of(both["attention"], both["hidden"])
+    return corpus_view_of(done["attention"], done["hidden"], {name: done[name] for name in measures})
 
 
-def corpus_view_of(a: Any, h: Any) -> dict[str, Any]:
-    """The tabs' numbers from an :class:`~posviz.observe.api.AttentionResult` and a :class:`~posviz.observe.hidden.HiddenResult`."""
+def corpus_view_of(a: Any, h: Any, others: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The tabs' numbers from an :class:`~posviz.observe.api.AttentionResult`, a :class:`~posviz.observe.hidden.HiddenResult`
+    and the results of other measures by name (:func:`measure_view`)."""
     return {
         "model": a.model,
         "attention": {
@@ -76,4 +83,19 @@ def corpus_view_of(a: Any, h: Any) -> dict[str, Any]:
             "conventions": a.conventions,
         },
         "hidden": {"records": clean(h.records()), "layers": list(h.layers), "conventions": h.conventions},
+        "measures": {name: measure_view(name, result) for name, result in (others or {}).items()},
     }
+
+
+def measure_view(name: str, result: Any) -> dict[str, Any]:
+    """What the Measures tab shows of one measure's result: its summary, its values under their column labels, its
+    records (the numeric fields) and its conventions line."""
+    from posviz.measures import get_measure
+
+    measure = get_measure(name)
+    records = clean(result.records()) if hasattr(result, "records") else []
+    keys = [k for k in (records[0] if records else {}) if all(isinstance(r.get(k), (int, float)) for r in records)]
+    return {"summary": measure.summary, "origin": measure.origin,
+            "columns": [{"key": k, "label": label} for k, label in measure.columns],
+            "values": clean(measure.load("values")(result)), "record_keys": keys,
+            "records": [{k: r[k] for k in keys} for r in records], "conventions": getattr(result, "conventions", "")}

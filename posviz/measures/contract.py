@@ -87,6 +87,17 @@ class Measure:
     accumulator
         ``"module:class"``: what sums it over blocks of text (``add``) and across processes (``merge``), for text
         measures.
+    request
+        Text measures: ``"module:function"``, ``function(options: SeriesOptions)`` -> its request in posviz's one
+        pass over text (:mod:`posviz.observe.text_pass`: ``name``, ``check()``, ``needs_eager()``,
+        ``layer_count(loaded)``, ``layers``, ``observer(run, layers, batch_size)``; the observer's ``finish(run)`` is
+        its result). Every text measure of a report, an explorer page or a series then shares the one pass.
+    values
+        ``"module:function"``: ``function(result) -> dict[str, float]``, the numbers of one model's result (the keys of
+        ``columns``): a row of a series, a line of the report.
+    plot
+        ``"module:function"``: ``function(result, fig=None) -> Figure``, one model's figure drawn into ``fig`` (a
+        new figure when ``None``; a report passes its page).
     origin
         The distribution that registered it (``posviz`` for its own).
     """
@@ -104,6 +115,9 @@ class Measure:
     run: str | None = None
     command: str | None = None
     accumulator: str | None = None
+    request: str | None = None
+    values: str | None = None
+    plot: str | None = None
     origin: str = "posviz"
 
     def __post_init__(self) -> None:
@@ -116,6 +130,8 @@ class Measure:
             problems.append("it gives both series and point (one of them)")
         if self.point and not self.columns:
             problems.append("a point measure names its columns")
+        if self.request and (self.needs != "text" or not self.values or not self.columns):
+            problems.append("a measure with a text-pass request needs text, and gives its values and their columns")
         unknown = set(self.options) - {f.name for f in fields(SeriesOptions)}
         if unknown:
             problems.append(f"options {', '.join(sorted(unknown))} are not series options")
@@ -124,8 +140,8 @@ class Measure:
 
     @property
     def has_series(self) -> bool:
-        """Whether it runs along checkpoints (``posviz trajectory``)."""
-        return bool(self.series or self.point)
+        """Whether it runs along checkpoints (``posviz trajectory``): a series, a point, or a text-pass request."""
+        return bool(self.series or self.point or self.request)
 
     def load(self, part: str) -> Any:
         """The object that the ``"module:attribute"`` string of ``part`` (``series``, ``point``, ``table``, ...) names."""

@@ -61,6 +61,10 @@ class ReportOptions:
         the section out.
     hidden_seq_len, hidden_max_blocks
         Block length and number of blocks of the hidden-states section.
+    measures, measures_corpus, measures_seq_len, measures_max_blocks
+        Other measures of the registry that run on text (``--measure NAME``: those with a text-pass request), each
+        with a page per model, and their corpus, block length and blocks (shared with the attention and
+        hidden-states sections where they agree: one pass).
     extrapolate_lengths
         Lengths of the extrapolation section (``posviz extrapolate``), e.g. ``"64,128,256"``;
         ``None`` leaves the section out.
@@ -87,6 +91,10 @@ class ReportOptions:
     hidden_corpus: str | None = None
     hidden_seq_len: int = 128
     hidden_max_blocks: int = 64
+    measures: tuple[str, ...] = ()
+    measures_corpus: str | None = None
+    measures_seq_len: int = 128
+    measures_max_blocks: int = 64
     extrapolate_lengths: str | None = None
     extrapolate_corpus: str = "cpython-3.11.7-docstrings"
     extrapolate_max_blocks: int = 4

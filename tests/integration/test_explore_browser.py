@@ -237,3 +237,27 @@ def test_attention_tab_shows_spans_sink_rate_and_the_received_curve(browser, abs
         visit.check_clean()
     finally:
         visit.close()
+
+
+def test_measures_tab_shows_a_registered_text_measure(browser, absolute_run, train_corpus, tmp_path):
+    """``--measure state-norms``: a Measures tab with the measure's values under its column labels and its per-layer
+    table, from the same pass as the Attention and Hidden-states tabs."""
+    path = tmp_path / "measures.html"
+    page_data = posviz.explore(str(absolute_run), corpus=str(train_corpus), seq_len=32, max_blocks=4, heads=False,
+                               measures=["state-norms"])
+    page_data.save(path)
+    shown = page_data.data["models"][0]["corpus"]["measures"]["state-norms"]
+    visit = Visit(browser, path)
+    try:
+        page = visit.page
+        page.click("#tabbtn-measures")
+        page.wait_for_selector("#measure-table-state-norms tbody tr")
+        assert page.locator("#measure-state-norms").inner_text() == "state-norms (posviz)"
+        import re
+
+        read = re.search(r"first / median norm: ([-0-9.e+]+)", page.locator(".measure-values").inner_text())
+        assert read and float(read.group(1)) == pytest.approx(shown["values"]["first_norm_ratio"], rel=1e-3)
+        assert page.locator("#measure-table-state-norms tbody tr").count() == len(shown["records"]) == 5  # 4 layers + embeddings
+        visit.check_clean()
+    finally:
+        visit.close()

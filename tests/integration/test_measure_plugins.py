@@ -68,7 +68,7 @@ def test_the_registry_lists_a_plugin_in_a_fresh_interpreter(site):
     assert "table-norm" in names and set(BUILT_IN_NAMES) <= names  # posviz declares its own measures there too
     help_text = subprocess.run([sys.executable, "-m", "posviz", "--help"], env={**env, "COLUMNS": "200"}, capture_output=True,
                                text=True, check=True).stdout
-    assert re.search(r"Measures: toeplitzness, bands, heads, attention, hidden, extrapolate, table-norm", help_text)
+    assert re.search(r"Measures: toeplitzness, bands, heads, attention, hidden, extrapolate, state-norms, table-norm", help_text)
 
 
 def test_a_plugin_measure_is_listed(site, monkeypatch):
@@ -78,8 +78,10 @@ def test_a_plugin_measure_is_listed(site, monkeypatch):
     rows = {r["name"]: r for r in json.loads(res.stdout)}
     assert list(rows)[: len(BUILT_IN_NAMES)] == list(BUILT_IN_NAMES)
     assert rows["table-norm"] | {"summary": None} == {"name": "table-norm", "needs": "weights", "reads": "position table",
-                                                      "trajectory": True, "command": "", "origin": "posviz-norms", "summary": None}
+                                                      "trajectory": True, "text_pass": False, "command": "",
+                                                      "origin": "posviz-norms", "summary": None}
     assert rows["heads"]["trajectory"] is False and rows["attention"]["needs"] == "text"
+    assert rows["state-norms"]["text_pass"] and rows["state-norms"]["command"] == "posviz report/explore --measure state-norms"
 
 
 def test_a_plugin_measure_runs_along_a_series(site, series, monkeypatch, tmp_path):

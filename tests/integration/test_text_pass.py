@@ -101,13 +101,14 @@ def test_report_with_one_corpus_loads_each_model_once(minilm_dir, text, counted,
     out = tmp_path / "r.pdf"
     res = CliRunner().invoke(app, ["report", str(minilm_dir), "--no-albert", "--corpus", str(text), "--attention-seq-len",
                                    str(N), "--hidden-seq-len", str(N), "--attention-max-blocks", str(BLOCKS),
-                                   "--hidden-max-blocks", str(BLOCKS), "--html", "-o", str(out)])
+                                   "--hidden-max-blocks", str(BLOCKS), "--measure", "state-norms", "--html", "-o", str(out)])
     assert res.exit_code == 0, res.output
     sections = res.stderr.split("sections:")[1]
-    assert "attention" in sections and "hidden" in sections
+    assert "attention" in sections and "hidden" in sections and "measures" in sections
     assert counted == {"loads": 1, "forwards": -(-BLOCKS // 8)}  # the default batch of 8: one forward call
     text_ = " ".join(" ".join(p.extract_text() for p in PdfReader(out).pages).split())
     assert f"{BLOCKS} blocks of {N} tokens" in text_ and "Position inside the network" in text_
+    assert "Other measures on text" in text_ and "first / median norm" in text_ and "massive activations" in text_
     from tests.integration.test_explore import page_data
 
     tabs = page_data(out.with_suffix(".html").read_text(encoding="utf-8"))["models"][0]["corpus"]
@@ -118,9 +119,11 @@ def test_report_with_one_corpus_loads_each_model_once(minilm_dir, text, counted,
 def test_explore_corpus_loads_each_model_once(minilm_dir, text, counted):
     import posviz
 
-    page = posviz.explore(str(minilm_dir), corpus=str(text), heads=False, seq_len=N, max_blocks=BLOCKS)
+    page = posviz.explore(str(minilm_dir), corpus=str(text), heads=False, seq_len=N, max_blocks=BLOCKS,
+                          measures=["state-norms"])
     assert counted == {"loads": 1, "forwards": 1}
     tabs = page.data["models"][0]["corpus"]
+    assert set(tabs["measures"]) == {"state-norms"} and len(tabs["measures"]["state-norms"]["records"]) == 7
     assert tabs["attention"]["seq_len"] == N and len(tabs["hidden"]["records"]) == 7  # embedding output + 6 layers
 
 
@@ -154,3 +157,62 @@ def test_trajectory_refuses_measures_that_cannot_share_a_pass(absolute_run, meas
     res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", measure])
     assert res.exit_code == 2
     assert "run together only as text measures on one pass" in res.output and "Traceback" not in res.output
+
+
+def test_state_norms_equal_the_norms_of_hugging_faces_hidden_states(minilm_dir, counted):
+    """The registered measure ``state-norms`` on given token blocks, against the norms computed from the hidden
+    states that transformers' own model returns for the same ids."""
+    import torch
+    from transformers import AutoModel
+
+    from posviz.measures import SeriesOptions, get_measure
+    from posviz.observe.text_pass import observe_text
+
+    measure = get_measure("state-norms")
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 20000, size=(5, 24))
+    ids[:, 0], ids[:, -1] = 101, 102
+    result = observe_text(str(minilm_dir), [measure.load("request")(SeriesOptions(layers="0,3,6"))], token_blocks=ids,
+                          batch_size=2)["state-norms"]
+    model = AutoModel.from_pretrained(minilm_dir).eval()
+    with torch.inference_mode():
+        states = model(torch.as_tensor(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
+                       output_hidden_states=True).hidden_states
+    for row, layer in enumerate((0, 3, 6)):
+        h = states[layer].double()
+        np.testing.assert_allclose(result.mean_norm[row], h.norm(dim=-1).mean(dim=0).numpy(), rtol=1e-5)
+        np.testing.assert_allclose(result.max_abs[row], h.abs().amax(dim=(0, 2)).numpy(), rtol=1e-5)
+    values = measure.load("values")(result)
+    best = max(result.records(), key=lambda r: r["first_max_ratio"])
+    assert values == {"first_norm_ratio": best["first_norm_ratio"], "first_max_ratio": best["first_max_ratio"],
+                      "peak_layer": float(best["layer"])}
+    assert counted["loads"] == 1 and counted["forwards"] == 3
+
+
+def test_a_registered_text_measure_joins_the_pass_of_a_series(absolute_run, train_corpus, counted, tmp_path):
+    """``--measure attention,state-norms``: still one load and one pass per checkpoint; ``--measure state-norms``
+    alone gives a table of its columns."""
+    import posviz
+
+    both = posviz.trajectory(str(absolute_run), measure="attention,state-norms", corpus=str(train_corpus), seq_len=N,
+                             max_blocks=BLOCKS)
+    checkpoints = len(both["state-norms"].rows)
+    assert checkpoints >= 2 and counted == {"loads": checkpoints, "forwards": checkpoints}
+    assert [r["step"] for r in both["state-norms"].rows] == [r["step"] for r in both["attention"].rows]
+    assert all(r["first_norm_ratio"] > 0 for r in both["state-norms"].rows)
+    res = CliRunner().invoke(app, ["trajectory", str(absolute_run), "--measure", "state-norms", "--corpus", str(train_corpus),
+                                   "--seq-len", str(N), "--max-blocks", str(BLOCKS), "--plot", str(tmp_path / "n.png")])
+    assert res.exit_code == 0, res.output
+    assert "first / median norm" in res.stdout and "state-norms" in res.stdout and (tmp_path / "n.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--measure", "state-norms"], "--measure state-norms runs on text"),
+    (["--measure", "toeplitzness", "--corpus", "x.txt"], "--measure toeplitzness does not run on a text pass"),
+    (["--measure", "hidden", "--corpus", "x.txt"], "--measure hidden has its own section"),
+])
+def test_report_refuses_a_measure_it_cannot_run_in_one_line(minilm_dir, tmp_path, args, says):
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(minilm_dir), "--no-albert", "-o", str(out), *args])
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output
+    assert not out.exists()

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"series": "a:b", "point": "c:d", "columns": (("x", "x"),)}, "both series and point"),
     ({"point": "c:d"}, "a point measure names its columns"),
     ({"options": frozenset({"layers", "depth"})}, "options depth are not series options"),
+    ({"needs": "text", "request": "a:b"}, "a measure with a text-pass request needs text, and gives its values"),
+    ({"request": "a:b", "values": "c:d", "columns": (("x", "x"),)}, "a measure with a text-pass request needs text"),
 ])
 def test_a_measure_that_breaks_the_contract_is_refused(fields, says):
     with pytest.raises(OptionError, match=says):
@@ -33,13 +35,14 @@ def test_series_options_say_which_are_given():
 
 
 def test_posviz_measures_and_their_parts_exist():
-    """Every part named by a built-in measure imports (a typo in a "module:attribute" string fails here)."""
+    """Every part named by a posviz measure imports (a typo in a "module:attribute" string fails here)."""
     assert measure_names()[: len(BUILT_IN)] == list(BUILT_IN_NAMES) == ["toeplitzness", "bands", "heads", "attention", "hidden", "extrapolate"]
-    for m in BUILT_IN:
-        for part in ("series", "point", "table", "figure", "run", "accumulator"):
+    for m in (*BUILT_IN, get_measure("state-norms")):
+        for part in ("series", "point", "table", "figure", "run", "accumulator", "request", "values", "plot"):
             if getattr(m, part):
                 assert callable(m.load(part)), (m.name, part)
-        assert m.origin == "posviz" and (m.table and m.figure) or not m.has_series
+        # a series shows its own table and figure, or (a point or a text-pass request) those of its columns
+        assert m.origin == "posviz" and (m.table and m.figure or m.columns) or not m.has_series
 
 
 def test_the_accumulator_of_attention_merges_the_sums_of_two_processes():
@@ -69,11 +72,21 @@ def test_pyproject_declares_posviz_measures_as_entry_points():
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     section = text.split('[project.entry-points."posviz.measures"]', 1)[1].split("\n[", 1)[0]
     declared = dict(re.findall(r'^([a-z-]+) = "([^"]+)"', section, flags=re.M))
-    assert declared == {m.name: f"posviz.measures.builtin:{attr}" for m, attr in
-                        zip(BUILT_IN, ("TOEPLITZNESS", "BANDS", "HEADS", "ATTENTION", "HIDDEN", "EXTRAPOLATE"), strict=True)}
-    import posviz.measures.builtin as builtin
+    own = {name: target for name, target in declared.items() if target.startswith("posviz.measures.builtin:")}
+    assert own == {m.name: f"posviz.measures.builtin:{attr}" for m, attr in
+                   zip(BUILT_IN, ("TOEPLITZNESS", "BANDS", "HEADS", "ATTENTION", "HIDDEN", "EXTRAPOLATE"), strict=True)}
+    # a measure in its own package under posviz/measures/ is registered by its entry point alone (state-norms)
+    packaged = {name: target for name, target in declared.items() if name not in own}
+    folders = sorted(p.name for p in (ROOT / "posviz" / "measures").iterdir() if (p / "__init__.py").exists())
+    assert packaged == {f.replace("_", "-"): f"posviz.measures.{f}:MEASURE" for f in folders} == {
+        "state-norms": "posviz.measures.state_norms:MEASURE"}
+    import importlib
 
-    assert all(getattr(builtin, target.split(":")[1]).name == name for name, target in declared.items())
+    for name, target in declared.items():
+        module, attr = target.split(":")
+        measure = getattr(importlib.import_module(module), attr)
+        assert measure.name == name and (name in own or get_measure(name).origin == "posviz")
+    assert measure_names()[len(BUILT_IN):][:1] == ["state-norms"]
 
 
 def test_listing_the_names_imports_neither_a_measure_nor_importlib_metadata():

@@ -395,6 +395,19 @@
     return ready;
   }
 
+  // ---- Measures tab: any measure of the registry that ran on the corpus (posviz's state-norms, other packages') -----
+  function renderMeasures(root) { return corpusPicker(root, "measures-model", measuresView); }
+
+  function measuresView(root, c) {
+    for (const [name, m] of Object.entries(c.measures || {})) {
+      const values = m.columns.map((col) => el("span", { class: "value" }, col.label + ": " + fmt(m.values[col.key], 4)));
+      root.append(el("h3", { class: "measure", id: "measure-" + name }, name + " (" + m.origin + ")"), el("div", { class: "note" }, m.summary),
+        el("div", { class: "note measure-values" }, ...values.flatMap((v, i) => (i ? [" · ", v] : [v]))));
+      if (m.conventions) root.append(el("div", { class: "note" }, c.model + ": " + m.conventions));
+      if (m.records.length) root.append(sortable("measure-table-" + name, m.record_keys.map((k) => ({ key: k, label: k, digits: k === "layer" ? 0 : 4 })), m.records));
+    }
+  }
+
   function hiddenView(root, c) {
     const hd = c.hidden, plot = el("div", { class: "plot", id: "hidden-plot" });
     root.append(el("div", { class: "note" }, c.model + ": " + hd.conventions), plot, sortable("hidden-table", HIDDEN_COLUMNS, hd.records));
@@ -458,6 +471,7 @@
     if (has("p")) addTab("p", "P = E Eᵀ", renderP);
     if (has("heads")) addTab("heads", "Heads", renderHeads);
     if (has("corpus")) { addTab("attention", "Attention", renderAttention); addTab("hidden", "Hidden states", renderHidden); }
+    if (DATA.models.some((m) => m.corpus && Object.keys(m.corpus.measures || {}).length)) addTab("measures", "Measures", renderMeasures);
     if (has("series")) addTab("series", "Series", renderSeries);
     if (DATA.models.filter((m) => m.p).length > 1) addTab("compare", "Comparison", renderCompare);
     const nav = $("tabs"), main = $("panels");

@@ -90,6 +90,13 @@ def text_requests(options: Any) -> dict[tuple[str, int, int], list[Any]]:
             AttentionRequest(layers=o.layers))
     if o.hidden_corpus is not None:
         groups.setdefault((o.hidden_corpus, o.hidden_seq_len, o.hidden_max_blocks), []).append(HiddenRequest(seed=o.seed))
+    if o.measures and o.measures_corpus is not None:
+        from posviz.measures import SeriesOptions, get_measure
+
+        settings = SeriesOptions(corpus=o.measures_corpus, seq_len=o.measures_seq_len, max_blocks=o.measures_max_blocks,
+                                 seed=o.seed)
+        group = groups.setdefault((o.measures_corpus, o.measures_seq_len, o.measures_max_blocks), [])
+        group += [get_measure(name).load("request")(settings) for name in o.measures]
     return groups
 
 
