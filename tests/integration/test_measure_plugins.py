@@ -26,7 +26,8 @@ EXAMPLE = ROOT / "examples" / "posviz-norms"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("site-packages")
-    _install(site, "posviz-norms", "[posviz.measures]\ntable-norm = posviz_norms:MEASURE\n", EXAMPLE / "posviz_norms")
+    _install(site, "posviz-norms", "[posviz.measures]\ntable-norm = posviz_norms:MEASURE\n"
+             "adjacent-cosine = posviz_norms.adjacent:TEXT_MEASURE\n", EXAMPLE / "posviz_norms")
     return site
 
 
@@ -68,7 +69,8 @@ def test_the_registry_lists_a_plugin_in_a_fresh_interpreter(site):
     assert "table-norm" in names and set(BUILT_IN_NAMES) <= names  # posviz declares its own measures there too
     help_text = subprocess.run([sys.executable, "-m", "posviz", "--help"], env={**env, "COLUMNS": "200"}, capture_output=True,
                                text=True, check=True).stdout
-    assert re.search(r"Measures: toeplitzness, bands, heads, attention, hidden, extrapolate, state-norms, table-norm", help_text)
+    assert re.search(r"Measures: toeplitzness, bands, heads, attention, hidden, extrapolate, adjacent-cosine, state-norms, "
+                     r"table-norm", help_text)
 
 
 def test_a_plugin_measure_is_listed(site, monkeypatch):
@@ -126,3 +128,49 @@ def test_a_broken_or_clashing_plugin_is_one_line(bad_site, series, monkeypatch):
     assert res.exit_code == 2 and "posviz-clash registers a measure called 'toeplitzness', a name of posviz's own" in res.output
     res = cli("measures")
     assert res.exit_code == 2 and res.output.startswith("error: ")
+
+
+def test_a_plugin_measure_on_text_joins_the_pass_in_every_front_end(site, monkeypatch, minilm_dir, absolute_run, train_corpus,
+                                                                     tmp_path):
+    """The plugin's ``adjacent-cosine``, unchanged posviz: on the same pass as attention along a series (one load per
+    checkpoint), a report page and an explorer tab; its numbers against cosines computed here from transformers' own
+    hidden states."""
+    import torch
+    from pypdf import PdfReader
+    from transformers import AutoModel
+
+    import posviz
+    import posviz.observe.loading as loading
+
+    monkeypatch.syspath_prepend(str(site))
+    loads = []
+    real = loading.load_model
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    both = posviz.trajectory(str(absolute_run), measure="attention,adjacent-cosine", corpus=str(train_corpus), seq_len=32,
+                             max_blocks=4)
+    assert len(loads) == len(both["adjacent-cosine"].rows) == len(both["attention"].rows) >= 2
+    assert all(-1 <= r["cos_1"] <= 1 and r["duplicate_of"] is None for r in both["adjacent-cosine"].rows)
+
+    from posviz.measures import SeriesOptions, get_measure
+    from posviz.observe.text_pass import observe_text
+
+    ids = np.random.default_rng(1).integers(1000, 20000, size=(3, 20))
+    measure = get_measure("adjacent-cosine")
+    result = observe_text(str(minilm_dir), [measure.load("request")(SeriesOptions())], token_blocks=ids)["adjacent-cosine"]
+    with torch.inference_mode():
+        states = AutoModel.from_pretrained(minilm_dir).eval()(torch.as_tensor(ids), output_hidden_states=True,
+                                                              attention_mask=torch.ones(ids.shape, dtype=torch.long)).hidden_states
+    last = torch.nn.functional.normalize(states[-1].double(), dim=-1)
+    assert measure.origin == "posviz-norms"
+    assert measure.load("values")(result)["cos_1"] == pytest.approx(float((last[:, :-1] * last[:, 1:]).sum(-1).mean()), rel=1e-6)
+
+    out = tmp_path / "r.pdf"
+    res = cli("report", str(minilm_dir), "--no-albert", "--corpus", str(train_corpus), "--attention-seq-len", "32",
+              "--attention-max-blocks", "4", "--measure", "adjacent-cosine", "--html", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(out).pages).split())
+    assert "adjacent-cosine" in text and "cos(i, i+1)" in text and "from posviz-norms" in text
+    from tests.integration.test_explore import page_data
+
+    tab = page_data(out.with_suffix(".html").read_text(encoding="utf-8"))["models"][0]["corpus"]["measures"]["adjacent-cosine"]
+    assert tab["origin"] == "posviz-norms" and len(tab["records"]) == 7

@@ -3,7 +3,7 @@
 
 The measures run on ``--corpus`` in the same pass as the attention and hidden-states sections (one load and one
 forward call per batch for all of them, :func:`posviz.report.sections.running.text_result`). Each page is the
-measure's own figure (its ``plot``), under a caption with its summary, its numbers (``values``, labelled by its
+measure's own figure (its ``plot``; without one, its records as a table), under a caption with its summary, its numbers (``values``, labelled by its
 ``columns``) and the result's conventions line where it has one.
 """
 
@@ -33,8 +33,25 @@ def build(ctx: ReportContext) -> list:
                 f"{item.label}: {name}", f"{item.label}. {numbers}." + (f" {conventions}." if conventions else ""))
             if measure.plot:
                 measure.load("plot")(result, fig=page)
+            elif hasattr(result, "records"):  # no figure of its own: its records as a table
+                _records_table(page, result.records())
             pages.append(page)
     return pages
+
+
+def _records_table(page: object, records: list[dict]) -> None:
+    """Up to 30 records as a table under the caption (numbers to 4 significant digits)."""
+    from posviz.report.layout import CONTENT_TOP, MARGIN_LEFT, MARGIN_RIGHT, draw_table
+
+    if not records:
+        return
+    keys = list(records[0])
+
+    def cell(v: object) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    draw_table(page, (MARGIN_LEFT, CONTENT_TOP - 0.1, MARGIN_RIGHT - MARGIN_LEFT), keys,
+               [[cell(r.get(k)) for k in keys] for r in records[:30]], col_widths=[1 / len(keys)] * len(keys))
 
 
 def methods(ctx: ReportContext) -> list[Block]:
