@@ -63,7 +63,8 @@ def command(
     if corpus is not None:  # both text sections; where their corpus, length and blocks agree, they share one pass
         attention_corpus = attention_corpus or corpus
         hidden_corpus = hidden_corpus or corpus
-    measures = text_measures(measure or [], corpus or attention_corpus or hidden_corpus)
+    text_corpus = corpus or attention_corpus or hidden_corpus
+    measures = text_measures(measure or [], text_corpus)
 
     if output is None:
         output = default_output("report", models, ".pdf")
@@ -89,7 +90,7 @@ def command(
                             attention_corpus=attention_corpus, attention_seq_len=attention_seq_len,
                             attention_max_blocks=attention_max_blocks, hidden_corpus=hidden_corpus,
                             hidden_seq_len=hidden_seq_len, hidden_max_blocks=hidden_max_blocks, measures=measures,
-                            measures_corpus=corpus or attention_corpus or hidden_corpus,
+                            measures_corpus=text_corpus,
                             measures_seq_len=attention_seq_len if attention_corpus else hidden_seq_len,
                             measures_max_blocks=attention_max_blocks if attention_corpus else hidden_max_blocks,
                             extrapolate_lengths=extrapolate_lengths, extrapolate_corpus=extrapolate_corpus,
@@ -100,7 +101,7 @@ def command(
         from posviz.explore.api import explore
         from posviz.report.sections.running import run_text_passes
 
-        explorer = explore(models, corpus=attention_corpus or hidden_corpus, positions=positions, table=table,
+        explorer = explore(models, corpus=text_corpus, positions=positions, table=table,
                            null_draws=null_draws, seed=seed, measured=run_text_passes(ctx), measures=measures)
     render_report(ctx, output)
     typer.echo(f"wrote {output} ({len(ctx.included)} sections: {', '.join(ctx.included)})", err=True)

@@ -57,10 +57,7 @@ def text_result(ctx: ReportContext, spec: str, name: str) -> Any:
     PosvizError
         The measure failed for this model (the section notes it).
     """
-    passes = ctx.extras.setdefault("text_passes", {})
-    if spec not in passes:
-        passes[spec] = _text_passes(ctx, spec)
-    value = passes[spec][name]
+    value = _passes_of(ctx, spec)[name]
     if isinstance(value, PosvizError):
         raise value
     return value
@@ -68,14 +65,20 @@ def text_result(ctx: ReportContext, spec: str, name: str) -> Any:
 
 def run_text_passes(ctx: ReportContext) -> dict[str, dict[str, Any]]:
     """Every item's text passes, run now (``--html`` shows them in the explorer before the PDF is drawn)."""
-    for item in ctx.items:
-        spec = runnable_spec(item)
-        if spec is not None and text_requests(ctx.options):
-            try:
-                text_result(ctx, spec, next(r.name for group in text_requests(ctx.options).values() for r in group))
-            except PosvizError:
-                pass  # kept in the passes; the section notes it
+    if text_requests(ctx.options):
+        for item in ctx.items:
+            spec = runnable_spec(item)
+            if spec is not None:
+                _passes_of(ctx, spec)
     return ctx.extras.setdefault("text_passes", {})
+
+
+def _passes_of(ctx: ReportContext, spec: str) -> dict[str, Any]:
+    """``spec``'s results (or errors) by measure name, run at the first call and kept in ``ctx.extras``."""
+    passes = ctx.extras.setdefault("text_passes", {})
+    if spec not in passes:
+        passes[spec] = _text_passes(ctx, spec)
+    return passes[spec]
 
 
 def text_requests(options: Any) -> dict[tuple[str, int, int], list[Any]]:
