@@ -33,7 +33,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 def _plotly_page(js: str, kind: str, maps: list[np.ndarray]) -> str:
     """A minimal offline plotly page of one map or a 12 x 12 grid, recording when it is drawn."""
-    from posviz.explore.arrays import encode_array
+    from posviz.explorer.arrays import encode_array
 
     specs = json.dumps([encode_array(m) for m in maps])
     script = """
@@ -87,7 +87,7 @@ def _first_render(browser, path: Path, ready: str) -> float:
 
 def _candidates(work: Path, p: np.ndarray, thumbs: list[np.ndarray]) -> dict[str, tuple[Path, str]]:
     """Every page to measure: name -> (file, how to know it is drawn)."""
-    from posviz.explore.page import plotly_js
+    from posviz.explorer.page import plotly_js
 
     done = "window.__rendered !== undefined"
     pages: dict[str, tuple[str, str]] = {}

@@ -3,7 +3,7 @@
 In one process, on one random LLaMA-shaped causal LM (eager attention; default 6 layers, 8 heads, hidden 512,
 vocabulary 8000) and the same B windows of n random tokens, timed alternately R times after one warm-up round:
 
-* extrapolate's pass at that length (:func:`posviz.extrapolate.evaluate.run_length`): the forward pass with its
+* extrapolate's pass at that length (:func:`posviz.extrapolation.evaluate.run_length`): the forward pass with its
   logits, the next-token loss read from them, every layer's attention added to ``posviz attention``'s streaming sums
   and to the entropy and largest-weight sums, then every head's statistics (sink, positional share, Toeplitzness with
   its null);
@@ -47,8 +47,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from posviz.extrapolate.blocks import TextBudget, length_blocks
-    from posviz.extrapolate.evaluate import run_length
+    from posviz.extrapolation.blocks import TextBudget, length_blocks
+    from posviz.extrapolation.evaluate import run_length
 
     model = build(args.layers, args.heads, args.hidden, args.vocab).to(args.device)
     n = args.length

@@ -53,7 +53,7 @@ _EXPORTS = {
     "gram": "posviz.positional_scores",
     "ToeplitzScore": "posviz.toeplitz.result",
     "PositionalScores": "posviz.positional_scores",
-    "score_model": "posviz.batch.analysis",
+    "score_model": "posviz.scoring.model",
     "plot_heatmap": "posviz.plots.heatmap",
     "build_report": "posviz.report",
     "open_heads": "posviz.extract.registry",
@@ -64,22 +64,27 @@ _EXPORTS = {
     "resolve_source": "posviz.read.sources",
     "Checkpoint": "posviz.read.checkpoints",
     "PosvizError": "posviz.errors",
-    "table3": "posviz.compare.finetune",
-    "table3_markdown": "posviz.compare.finetune",
-    "score_by_step": "posviz.compare.finetune",
-    "attention": "posviz.observe.api",
+    "table3": "posviz.finetuning.tables",
+    "table3_markdown": "posviz.finetuning.tables",
+    "score_by_step": "posviz.finetuning.tables",
+    "attention": "posviz.observe.attention",
     "AttentionResult": "posviz.observe.attention_result",
     "hidden": "posviz.observe.hidden",
     "HiddenResult": "posviz.observe.hidden_result",
     "observe_text": "posviz.observe.text_pass",
+    "TextInput": "posviz.observe.text_input",
     "AttentionRequest": "posviz.observe.attention_pass",
     "HiddenRequest": "posviz.observe.hidden_pass",
-    "ExtrapolationResult": "posviz.extrapolate.result",
-    "trajectory": "posviz.compare.trajectory",
-    "TrajectoryResult": "posviz.compare.trajectory",
+    "ExtrapolationResult": "posviz.extrapolation.result",
+    "trajectory": "posviz.series.trajectory",
+    "explore": "posviz.explorer.explorer",
+    "Explorer": "posviz.explorer.explorer",
+    "finetune": "posviz.finetuning.finetune",
+    "extrapolate": "posviz.extrapolation.extrapolate",
+    "TrajectoryResult": "posviz.series.trajectory",
 }
 
-__all__ = sorted([*_EXPORTS, "finetune", "explore", "extrapolate", "__version__"])
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def _version() -> str:
@@ -98,10 +103,6 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":  # computed on first use: importlib.metadata is slow to import
         globals()[name] = value = _version()
         return value
-    if name in ("finetune", "explore", "extrapolate"):  # callable packages: posviz.finetune(...), posviz.explore(...)
-        import importlib
-
-        return importlib.import_module(f"posviz.{name}")
     return _lazy_getattr(name)
 
 

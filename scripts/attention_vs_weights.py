@@ -29,8 +29,8 @@ from pathlib import Path
 
 def weight_rows(model: str, positions: str) -> dict[tuple[int, int], dict]:
     """``posviz heads`` scores of every layer and head, keyed by ``(layer, head)``."""
-    from posviz.batch.layers import LayerTable, scan_layers
     from posviz.extract.registry import open_heads
+    from posviz.scoring.layers import LayerTable, scan_layers
 
     heads = open_heads(model, ln="ln", bias=True, positions=positions)
     table = LayerTable(heads.metadata())
@@ -53,7 +53,7 @@ def main() -> int:
     from scipy.stats import spearmanr
 
     from posviz.errors import PosvizError
-    from posviz.observe.api import attention
+    from posviz.observe.attention import attention
     from posviz.plots.common import new_figure, save_figure
     from posviz.util.paths import check_folder
     from posviz.util.tables import emit, to_csv

@@ -64,26 +64,26 @@ MANIFEST = f"{REPORTS}/MANIFEST.json"
 BIN = Path(sys.executable).parent
 
 # Source files by what they compute; a recipe depends on the groups that make its content.
-READ = ["posviz/read/*.py", "posviz/extract/*.py", "posviz/schemes/*.py", "posviz/positional_scores.py"]
+READ = ["posviz/read/*.py", "posviz/hub/*.py", "posviz/extract/*.py", "posviz/schemes/*.py", "posviz/positional_scores.py"]
 TOEPLITZ = ["posviz/toeplitz/*.py", "posviz/util/compat.py", "posviz/util/format.py", "posviz/util/tables.py"]
-HEADS = ["posviz/batch/*.py"]
+HEADS = ["posviz/scoring/*.py"]
 PLOTS = ["posviz/plots/*.py"]
-REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/compare/reference/*"]
+REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/reference/*"]
 # posviz attention and posviz hidden share the text pass, the block runner and the loader; each recipe depends on its own half
 OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/lengths.py", "posviz/observe/loading.py",
-               "posviz/observe/runner.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
+               "posviz/observe/runner.py", "posviz/observe/text_input.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
-                     "posviz/observe/api.py", "posviz/observe/attention_pass.py", "posviz/observe/attention_result.py",
+                     "posviz/observe/attention.py", "posviz/observe/attention_pass.py", "posviz/observe/attention_result.py",
                      "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
-OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_pass.py", "posviz/observe/hidden_result.py",
+OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_states_measure.py", "posviz/observe/hidden_pass.py", "posviz/observe/hidden_result.py",
                   "posviz/observe/hidden_statistics.py",
                   "posviz/observe/hidden_sums.py", "posviz/observe/probe.py",
                   "posviz/observe/probe_worker.py"]
-TRAIN = ["posviz/models/*.py", "posviz/models/schemes/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",
+TRAIN = ["posviz/models/*.py", "posviz/schemes/modules/*.py", "posviz/train/callbacks.py", "posviz/train/collate.py",
          "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz", "posviz/train/data.py", "posviz/train/loop.py",
          "posviz/train/options.py", "posviz/train/tokenizer.py", "posviz/train/log.py"]
-FINETUNE = ["posviz/finetune/*.py"]
-EXTRAPOLATE = ["posviz/extrapolate/*.py", "posviz/util/compat_rope.py"]
+FINETUNE = ["posviz/finetuning/*.py"]
+EXTRAPOLATE = ["posviz/extrapolation/*.py", "posviz/util/compat_rope.py"]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -446,14 +446,14 @@ RECIPES: tuple[Recipe, ...] = (
            "scripts/tisa_table3.py --out runs/tisa-table3 --results reports/tisa-table3 (hours; resumes)",
            make=make_table3_runs, inputs=corpus_inputs, verify=verify_table3),
     Recipe("tisa-table3-tables", "quick", T3_TABLES,
-           ["scripts/tisa_table3_tabulate.py", "scripts/tisa_table3_figure2.py", "posviz/compare/finetune.py", *PLOTS,
+           ["scripts/tisa_table3_tabulate.py", "scripts/tisa_table3_figure2.py", "posviz/finetuning/tables.py", *PLOTS,
             "posviz/util/format.py", "posviz/util/tables.py"],
            "scripts/tisa_table3_tabulate.py --out reports/tisa-table3/runs --results reports/tisa-table3",
            make=make_table3_tables, inputs=run_record_inputs(T3_RUNS)),
     Recipe("tisa-table3-prose", "prose", [f"{T3}/README.md"], [*T3_TABLES, f"{T3}/experiment.json"],
            f"edit {T3}/README.md by hand: it quotes the tables beside it"),
     Recipe("albert-v1-v2", "slow", ["reports/albert-v1-v2/*"],
-           ["scripts/albert_v1_v2.py", "posviz/compare/albert.py", "posviz/compare/trajectories.py", "posviz/plots/v1v2.py",
+           ["scripts/albert_v1_v2.py", "posviz/reference/albert.py", "posviz/series/runs.py", "posviz/plots/v1v2.py",
             "posviz/plots/common.py", *TRAIN, *TOEPLITZ, *HEADS],
            "scripts/albert_v1_v2.py --out runs/albert-v1-v2 --results reports/albert-v1-v2 --steps 1000 --eval-every 50"
            " (about 80 minutes; resumes)",

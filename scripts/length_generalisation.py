@@ -119,7 +119,7 @@ def _say(text: str) -> None:
 
 def available(scheme: str) -> bool:
     """Whether the scheme can be trained here (FIRE needs its package installed)."""
-    from posviz.models.schemes.plugins import known_schemes
+    from posviz.schemes.modules.plugins import known_schemes
 
     return SCHEMES[scheme]["scheme"] in known_schemes()
 

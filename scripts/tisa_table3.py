@@ -145,7 +145,7 @@ def finetune_steps(args: argparse.Namespace, config: Config) -> list[int]:
 
 def has_results(args: argparse.Namespace, config: Config, seed: int) -> bool:
     """``RESULTS/runs/NAME`` holds every fine-tuning result the run owes."""
-    from posviz.finetune.results import load_results
+    from posviz.finetuning.results import load_results
 
     done = {(r["step"], r["task"], r["seed"]) for r in load_results(args.results / "runs" / run_name(config, seed))}
     owed = {(args.steps, t, s) for t in args.tasks for s in args.finetune_seeds}

@@ -43,8 +43,8 @@ NAMES = {"a-baseline": "absolute", "a-S1": "absolute + TISA S = 1", "a-S3": "abs
 
 def run_rows(runs: Mapping[str, Sequence[Path]]) -> list[dict[str, Any]]:
     """One row per run folder at its last fine-tuned checkpoint (see the module docstring); runs without results are left out."""
-    from posviz.compare.finetune import seed_values
-    from posviz.finetune.results import load_results
+    from posviz.finetuning.results import load_results
+    from posviz.finetuning.tables import seed_values
     from posviz.read.runs import LOG_JSON
     from posviz.train.log import load_run_log
 
@@ -88,9 +88,9 @@ def figure2_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any], configs: Sequence[str] = ()):
     """The two-panel figure (module docstring) from :func:`run_rows` and the runs' downstream paths (``configs``: theirs)."""
-    from posviz.compare.downstream import DOWNSTREAM_YLABEL
     from posviz.plots.common import new_figure
     from posviz.plots.scatter import draw_downstream_panel
+    from posviz.series.downstream import DOWNSTREAM_YLABEL
 
     fig = new_figure(12, 5.2)
     left, right = fig.subplots(1, 2)
@@ -128,8 +128,8 @@ def plot_figure2(rows: Sequence[dict[str, Any]], paths: Sequence[Any], configs: 
 
 def figure2(runs: Mapping[str, Sequence[Path]], curve: Sequence[str]) -> tuple[list[dict[str, Any]], Any]:
     """The rows and the figure; ``curve`` names the configurations fine-tuned along pre-training."""
-    from posviz.compare.downstream import run_downstream
     from posviz.read.runs import LOG_JSON
+    from posviz.series.downstream import run_downstream
 
     rows = run_rows(runs)
     paths, configs = [], []  # a path's configuration gives its colour, as on the left panel

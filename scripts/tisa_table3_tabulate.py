@@ -7,12 +7,12 @@ written by ``posviz finetune``) and writes, atomically, into the results folder:
   (a) absolute against absolute+TISA and (b) none against TISA without E_P, at S = 1, 3, 5;
   each cell the median over pre-training seeds of each run's median over fine-tuning
   seeds, with the min–max over pre-training seeds, then |Δ| and Δ%
-  (:func:`posviz.compare.finetune.table3`);
+  (:func:`posviz.finetuning.tables.table3`);
 * ``tupe.md`` / ``.csv`` / ``.json``: TUPE-A against the absolute baseline, in the same layout;
 * ``overview.md``: every configuration side by side, one column each (the README's table);
 * ``score-by-step.csv`` / ``.json`` and ``score-by-step.png``: the mean task score against the
   pre-training step for the runs fine-tuned along pre-training (absolute and TUPE-A),
-  mean and min–max over pre-training seeds (:func:`posviz.compare.finetune.score_by_step`);
+  mean and min–max over pre-training seeds (:func:`posviz.finetuning.tables.score_by_step`);
 * ``figure2.csv`` / ``.json`` / ``.md`` and ``figure2.png``: TISA's Figure 2 with these runs, the
   Toeplitzness of E_P against the mean downstream score (``tisa_table3_figure2``).
 
@@ -72,7 +72,7 @@ def _write_rows(stem: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 def _cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> dict[tuple[str, str], str]:
     """``{(task, configuration): "median (min–max)"}`` from Table 3 rows (their ``COLUMN config`` names the run)."""
-    from posviz.compare.finetune import table3_cell
+    from posviz.finetuning.tables import table3_cell
 
     return {(r["task"], r[f"{c} config"]): table3_cell(r, c) for r in rows for c in columns if r.get(c) is not None}
 
@@ -82,7 +82,7 @@ def overview_markdown(table3_rows: Sequence[dict[str, Any]], tupe_rows: Sequence
 
     A cell is the median over pre-training seeds with their min–max, as in ``table3.md``.
     """
-    from posviz.compare.finetune import TABLE3_COLUMNS
+    from posviz.finetuning.tables import TABLE3_COLUMNS
 
     cells = {**_cells(table3_rows, TABLE3_COLUMNS), **_cells(tupe_rows, TUPE_COLUMNS)}
     labels = dict(OVERVIEW_TASKS)
@@ -108,7 +108,7 @@ def tabulate(runs: dict[str, Sequence[Path]], results: Path, *, curve: Sequence[
     curve
         Configurations whose runs were fine-tuned along pre-training.
     """
-    from posviz.compare.finetune import load_configs, score_by_step, table3, table3_markdown
+    from posviz.finetuning.tables import load_configs, score_by_step, table3, table3_markdown
     from posviz.plots.common import save_figure
     from posviz.plots.finetune import plot_score_by_step, plot_table3
 

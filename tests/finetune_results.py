@@ -2,7 +2,7 @@
 
 ``posviz finetune`` produces these documents; the tests of what consumes them (the
 downstream panel of ``--plot-vs-glue``, the report's fine-tuning section) write them
-with :func:`posviz.finetune.results.write_document` into a copy of a shared run fixture,
+with :func:`posviz.finetuning.results.write_document` into a copy of a shared run fixture,
 with values chosen here, so that every plotted number has a hand computation. The
 ``fine_tuned`` fixture (tests/conftest.py) is :func:`fine_tuned_pair` of the shared runs.
 """
@@ -13,7 +13,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from posviz.finetune.results import SCORE, median_records, results_path, write_document
+from posviz.finetuning.results import SCORE, median_records, results_path, write_document
 
 #: ``{step: {task: {metric: [value per fine-tuning seed]}}}`` of the absolute run (checkpoints 6 and 12).
 ABSOLUTE = {

@@ -119,7 +119,7 @@ def _root(
     # transformers 4.4x announces a change of its own default on every tokenizer load; it says nothing about the
     # user's input, and shown once per process it would make a one-line error two lines only some of the time
     warnings.filterwarnings("ignore", message=".*clean_up_tokenization_spaces.*", category=FutureWarning)
-    from posviz.read import remote
+    from posviz.hub import remote
 
     remote.configure(full_download=full_download, verbose=verbose)
     if verbose:
@@ -127,7 +127,7 @@ def _root(
 
 
 def _fetch_summary() -> None:
-    from posviz.read import remote
+    from posviz.hub import remote
 
     for stats in remote.STATS.values():
         typer.echo(stats.summary(), err=True)

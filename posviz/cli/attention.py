@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import Device, OutputFormat, split_outputs
-from posviz.util.tables import emit, to_csv, to_json
+from posviz.cli.options import Device, OutputFormat, rows_renderer, split_outputs, write_outputs
 
 
 def figure_paths(path: Path, layers: list[int]) -> list[tuple[int, Path]]:
@@ -53,7 +52,7 @@ def command(
     Example: posviz attention bert-base-uncased --seq-len 128 --layers all -o bert.json
     """
     from posviz.errors import OptionError
-    from posviz.observe.api import attention
+    from posviz.observe.attention import attention
 
     figures, texts = split_outputs(output)
     if device_map is not None and device_map != "auto":
@@ -64,25 +63,18 @@ def command(
                        sink_eps=sink_eps)
     rows = result.records(profiles=profiles)
 
-    def render(kind: str) -> str:
-        if kind == "json":
-            return to_json(rows)
-        if kind == "csv":
-            return to_csv(rows)
+    def table() -> str:
         from posviz.cli.tables import attention_table
 
         return attention_table(rows, conventions=result.conventions)
 
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
+    def draw(path: Path) -> list[Path]:
         from posviz.plots.attention import plot_attention_layer
         from posviz.plots.common import save_figure
 
-        for path in figures:
-            for layer, target in figure_paths(path, result.layers):
-                save_figure(plot_attention_layer(result, layer), target, dpi=dpi)
-                typer.echo(f"wrote {target}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
+        targets = figure_paths(path, result.layers)
+        for layer, target in targets:
+            save_figure(plot_attention_layer(result, layer), target, dpi=dpi)
+        return [target for _, target in targets]
+
+    write_outputs(texts, figures, fmt.value, rows_renderer(rows, table), draw)

@@ -40,7 +40,7 @@ def command(
     Example: posviz explore sentence-transformers/all-MiniLM-L6-v2 -o explorer.html
     """
     from posviz.errors import OptionError
-    from posviz.explore.api import check_models, explore
+    from posviz.explorer.explorer import check_models, explore
     from posviz.util.atomic import check_output_path
 
     check_models(models)  # before any work: the limit, then the output path

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import Device, OutputFormat, split_outputs
-from posviz.util.tables import emit, to_csv, to_json
+from posviz.cli.options import Device, OutputFormat, one_figure, rows_renderer, split_outputs, write_outputs
 
 
 def command(
@@ -56,7 +55,7 @@ def command(
     Example: posviz extrapolate runs/copy-none-tiny-s0 --task copy --lengths 10,20,30,40 --format json
     """
     from posviz.errors import OptionError
-    from posviz.extrapolate.api import extrapolate
+    from posviz.extrapolation.extrapolate import extrapolate
     from posviz.train.corpus import DEMO_CORPUS
 
     figures, texts = split_outputs(output, force=force)
@@ -70,26 +69,16 @@ def command(
                          mask_rate=mask_rate, seed=seed, device=device.value, device_map=device_map, tokenizer=tokenizer,
                          show_progress=True, exact_maps=exact_maps)
 
-    def render(kind: str) -> str:
-        if kind == "json":
-            return to_json(result.records())
-        if kind == "csv":
-            return to_csv(result.flat_records())
+    def table() -> str:
         from posviz.cli.tables import extrapolate_table, task_table
 
         return task_table(result) if task is not None else extrapolate_table(result)
 
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
-        from posviz.plots.common import save_figure
+    def figure():
         from posviz.plots.extrapolate import plot_extrapolation
         from posviz.plots.tasks import plot_task_extrapolation
 
-        fig = plot_task_extrapolation(result) if task is not None else plot_extrapolation(result)
-        for path in figures:
-            save_figure(fig, path, dpi=dpi)
-            typer.echo(f"wrote {path}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
+        return plot_task_extrapolation(result) if task is not None else plot_extrapolation(result)
+
+    render = rows_renderer(result.records(), table, csv_rows=result.flat_records())
+    write_outputs(texts, figures, fmt.value, render, one_figure(figure, dpi))

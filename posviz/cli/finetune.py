@@ -30,7 +30,7 @@ def results_table(records: list[dict[str, Any]]) -> str:
 
     A task scored by one metric shares its line with its equal ``score`` (``accuracy (= score)``).
     """
-    from posviz.finetune.results import shown_medians
+    from posviz.finetuning.results import shown_medians
 
     head = ("source", "step", "task", "metric", "median", "min–max", "n")
     cells = [(r["source"], "" if r.get("step") is None else str(r["step"]), r["task"], metric,
@@ -81,7 +81,7 @@ def command(
 
     Example: posviz finetune runs/tisa-tiny-s0 --task builtin/bshift --seeds 0,1,2 --steps 300
     """
-    from posviz.finetune.api import finetune
+    from posviz.finetuning.finetune import finetune
     from posviz.train.processes import process_rank, training_processes
     from posviz.util.atomic import check_output_path
     from posviz.util.tables import emit, to_csv, to_json

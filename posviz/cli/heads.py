@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from posviz.cli.options import HELP_POSITIONS, HELP_VARIANT, OutputFormat, split_outputs
-from posviz.util.tables import emit, to_csv, to_json
+from posviz.cli.options import HELP_POSITIONS, HELP_VARIANT, OutputFormat, rows_renderer, split_outputs, write_outputs
 
 if TYPE_CHECKING:
-    from posviz.batch.layers import LayerScores, LayerTable
     from posviz.plots.heads import HeadMapOptions
+    from posviz.scoring.layers import LayerScores, LayerTable
 
 TEXT_EXTENSIONS = {".txt": "table", ".csv": "csv", ".json": "json"}
 
@@ -59,9 +58,9 @@ def command(
 
     Example: posviz heads albert-base-v2 --layer 0 -o albert-heads.png
     """
-    from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.errors import OptionError
     from posviz.extract.registry import open_heads
+    from posviz.scoring.layers import LayerTable, parse_layers, scan_layers
 
     figures, texts = split_outputs(output)
     if figures:
@@ -79,42 +78,34 @@ def command(
         last = scored
     rows = scanned.rows(exclude_diagonal=exclude_diagonal, profiles=profiles)
 
-    def render(kind: str) -> str:
-        if kind == "json":
-            return to_json(rows)
-        if kind == "csv":
-            return to_csv(rows)
+    def table() -> str:
         from posviz.cli.tables import heads_table, rope_heads_table
 
         if "band_energy" in rows[0]:
             return rope_heads_table(rows, conventions=scanned.convention_line)
         return heads_table(rows, chosen, exclude_diagonal=exclude_diagonal, conventions=scanned.convention_line)
 
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
+    def draw(path: Path) -> list[Path]:
         from posviz.plots.heads import HeadMapOptions
 
-        options = HeadMapOptions(cmap=cmap, robust=robust, shared_scale=shared_scale, max_pixels=max_pixels,
-                                 exclude_diagonal=exclude_diagonal)
-        for path in figures:
-            if "band_energy" in rows[0]:
-                _bands_figure(path, scanned, rows, last, cmap=cmap, dpi=dpi)
-            else:
-                _figure(path, heads, scanned, last, options=options, dpi=dpi)
-            typer.echo(f"wrote {path}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
+        if "band_energy" in rows[0]:
+            _bands_figure(path, scanned, rows, last, cmap=cmap, dpi=dpi)
+        else:
+            options = HeadMapOptions(cmap=cmap, robust=robust, shared_scale=shared_scale, max_pixels=max_pixels,
+                                     exclude_diagonal=exclude_diagonal)
+            _figure(path, heads, scanned, last, options=options, dpi=dpi)
+        return [path]
+
+    write_outputs(texts, figures, fmt.value, rows_renderer(rows, table), draw)
 
 
 def _figure(path: Path, heads, scanned: LayerTable, last: LayerScores | None, *, options: HeadMapOptions, dpi: int) -> None:
     """The head grid of one layer (``last`` holds its stack), or the layer x head matrix of several."""
     from dataclasses import replace
 
-    from posviz.batch.layers import first_position
     from posviz.plots.common import save_figure
     from posviz.plots.heads import plot_heads, plot_layer_head_matrix
+    from posviz.scoring.layers import first_position
 
     meta, layers, sfx = scanned.metadata, scanned.indices, "_offdiag" if options.exclude_diagonal else ""
     title = f"{meta['model']}: {meta['scheme']}"

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posviz.cli.options import Device, OutputFormat, split_outputs
-from posviz.util.tables import emit, to_csv, to_json
+from posviz.cli.options import Device, OutputFormat, one_figure, rows_renderer, split_outputs, write_outputs
 
 
 def command(
@@ -53,25 +52,14 @@ def command(
                     probe_blocks=probe_blocks, seed=seed, show_progress=True)
     rows = result.records()
 
-    def render(kind: str) -> str:
-        if kind == "json":
-            return to_json(rows)
-        if kind == "csv":
-            return to_csv(rows)
+    def table() -> str:
         from posviz.cli.tables import hidden_table
 
         return hidden_table(rows, conventions=result.conventions)
 
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
-        from posviz.plots.common import save_figure
+    def figure():
         from posviz.plots.hidden import plot_hidden
 
-        fig = plot_hidden(result)
-        for path in figures:
-            save_figure(fig, path, dpi=dpi)
-            typer.echo(f"wrote {path}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
+        return plot_hidden(result)
+
+    write_outputs(texts, figures, fmt.value, rows_renderer(rows, table), one_figure(figure, dpi))

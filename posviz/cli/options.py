@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 
 class OutputFormat(str, Enum):
@@ -57,6 +59,55 @@ def split_outputs(paths: list[Path] | None, *, force: bool = True, plot: Path | 
     return figures, texts
 
 
+def rows_renderer(rows: Sequence[dict[str, Any]], table: Callable[[], str], csv_rows: Sequence[dict[str, Any]] | None = None
+                  ) -> Callable[[str], str]:
+    """``render(kind)`` of a command's rows: JSON, CSV (of ``csv_rows`` where the CSV is flatter) or its ``table()``."""
+    from posviz.util.tables import to_csv, to_json
+
+    def render(kind: str) -> str:
+        if kind == "json":
+            return to_json(rows)
+        if kind == "csv":
+            return to_csv(rows if csv_rows is None else csv_rows)
+        return table()
+
+    return render
+
+
+def one_figure(make: Callable[[], Any], dpi: int) -> Callable[[Path], list[Path]]:
+    """``draw(path)`` of a command with one figure: made by ``make()`` on first use, saved to every path."""
+    made: list[Any] = []
+
+    def draw(path: Path) -> list[Path]:
+        from posviz.plots.common import save_figure
+
+        if not made:
+            made.append(make())
+        save_figure(made[0], path, dpi=dpi)
+        return [path]
+
+    return draw
+
+
+def write_outputs(texts: list[tuple[Path, str]], figures: list[Path], default: str, render: Callable[[str], str],
+                  draw: Callable[[Path], Iterable[Path]] | None = None) -> None:
+    """Write a command's outputs (from :func:`split_outputs`): each text in its format, each figure, and the
+    ``default`` format to stdout when no text output is named. ``draw(path)`` writes one figure and returns the
+    files it wrote (one per layer, for some). Each file written is named on stderr."""
+    import typer
+
+    from posviz.util.tables import emit
+
+    for path, kind in texts:
+        emit(render(kind), path)
+        typer.echo(f"wrote {path}", err=True)
+    for path in figures if draw is not None else ():
+        for target in draw(path):
+            typer.echo(f"wrote {target}", err=True)
+    if not texts:
+        emit(render(default), None)
+
+
 class Precision(str, Enum):
     """Training precision of ``posviz train`` and ``posviz finetune`` (see :func:`posviz.train.options.precision_flags`)."""
 
@@ -73,7 +124,7 @@ class Normalize(str, Enum):
 
 
 class Metric(str, Enum):
-    """Benchmarks of the ALBERT table (:data:`posviz.compare.reference.METRICS`)."""
+    """Benchmarks of the ALBERT table (:data:`posviz.reference.METRICS`)."""
 
     average = "average"
     mnli = "mnli"

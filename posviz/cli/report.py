@@ -70,7 +70,7 @@ def command(
         output = default_output("report", models, ".pdf")
     check_output_path(output, (".pdf",))
     if html:
-        from posviz.explore.api import MAX_MODELS
+        from posviz.explorer.explorer import MAX_MODELS
 
         if len(models) > MAX_MODELS:
             raise OptionError(f"--html shows at most {MAX_MODELS} models side by side, got {len(models)}",
@@ -80,7 +80,7 @@ def command(
 
     if cmap not in matplotlib.colormaps:
         raise OptionError(f"unknown colormap {cmap!r}", "see matplotlib's colormap list, e.g. hot, viridis, RdBu_r")
-    from posviz.compare.albert import parse_score_options
+    from posviz.reference.albert import parse_score_options
     from posviz.report import ReportOptions, build_context, render_report
     from posviz.util.progress import progress
 
@@ -98,7 +98,7 @@ def command(
     ctx = build_context(models, options, progress=lambda items: progress(items, "loading"))
     explorer = None
     if html:  # made before the PDF is written: an error leaves neither file
-        from posviz.explore.api import explore
+        from posviz.explorer.explorer import explore
         from posviz.report.sections.running import run_text_passes
 
         explorer = explore(models, corpus=text_corpus, positions=positions, table=table,

@@ -63,7 +63,7 @@ def scores_table(rows: list[dict], *, exclude_diagonal: bool, width: int | None 
 
 
 def comparison_table(cmp, *, width: int | None = None) -> str:
-    """``--plot-vs-glue``: a :class:`~posviz.compare.albert.PerformanceComparison` as a table, with footnotes."""
+    """``--plot-vs-glue``: a :class:`~posviz.reference.albert.PerformanceComparison` as a table, with footnotes."""
     from rich import box
     from rich.console import Console
     from rich.table import Table

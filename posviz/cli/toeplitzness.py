@@ -23,7 +23,7 @@ from posviz.cli.options import (
 from posviz.util.tables import emit, to_csv, to_json
 
 if TYPE_CHECKING:
-    from posviz.batch.cache import ScoreCache, ScoreSettings
+    from posviz.scoring.cache import ScoreCache, ScoreSettings
 
 
 class RunMetric(str, Enum):
@@ -78,8 +78,8 @@ def command(
     Examples: posviz toeplitzness bert-base-uncased roberta-base gpt2;
     posviz toeplitzness --plot-vs-glue -o albert.png
     """
-    from posviz.batch.cache import ScoreCache, ScoreSettings
     from posviz.errors import OptionError
+    from posviz.scoring.cache import ScoreCache, ScoreSettings
     from posviz.util.atomic import check_output_path
 
     models = list(models or [])
@@ -104,8 +104,8 @@ def command(
                       metric=metric.value, score=score, allow_missing=allow_missing, runs=list(run or ()), run_metric=run_metric.value)
         return
 
-    from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
     from posviz.cli.tables import scores_table
+    from posviz.scoring.batch import MissingModelsError, ModelRequest, score_models
     from posviz.toeplitz.headline import headline_field, variant_name
 
     scored = score_models([ModelRequest(m) for m in models], settings, cache=cache, allow_missing=allow_missing)
@@ -137,12 +137,12 @@ def _plot_vs_glue(
 ) -> None:
     """ALBERT v1 → v2 (and extra models, and training runs) against a benchmark: figure, then table."""
     from posviz.cli.tables import comparison_table
-    from posviz.compare.albert import parse_score_options, toeplitzness_vs_performance
-    from posviz.compare.downstream import run_downstream
-    from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label, run_trajectory
     from posviz.errors import PosvizError
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import plot_toeplitzness_vs_metric
+    from posviz.reference.albert import parse_score_options, toeplitzness_vs_performance
+    from posviz.series.downstream import run_downstream
+    from posviz.series.runs import RUN_METRICS, run_toeplitzness_label, run_trajectory
 
     if output is None:
         output = Path(f"toeplitzness-vs-{metric}.png")

@@ -10,8 +10,17 @@ from typing import Annotated, Any
 
 import typer
 
-from posviz.cli.options import HELP_NULL_DRAWS, HELP_POSITIONS, HELP_TABLE, Normalize, OutputFormat, split_outputs
-from posviz.util.tables import emit, to_csv, to_json
+from posviz.cli.options import (
+    HELP_NULL_DRAWS,
+    HELP_POSITIONS,
+    HELP_TABLE,
+    Normalize,
+    OutputFormat,
+    one_figure,
+    rows_renderer,
+    split_outputs,
+    write_outputs,
+)
 
 #: Table columns, the headline variant (off-diagonal R²) first.
 COLUMNS = (("step", "step"), ("toeplitzness_offdiag", "R² offdiag"), ("null_mean_offdiag", "null offdiag"),
@@ -42,7 +51,7 @@ def _grouped_table(rows: list[dict], columns: Sequence[tuple[str, int, Callable[
 
     ``columns`` are ``(head, width, cell)``: ``cell(row)`` is right-aligned to ``width``.
     """
-    from posviz.compare.integrity import flagged
+    from posviz.series.integrity import flagged
 
     marked = any(flagged(r) for r in rows)
     out = []
@@ -243,7 +252,7 @@ def command(
     suspect and reason (docs/trajectory.md, "Can the series be trusted?").
     """
     from posviz.cli.messages import report_error
-    from posviz.compare.trajectory import trajectory
+    from posviz.series.trajectory import trajectory
     from posviz.train.processes import training_processes
 
     figures, texts = split_outputs(output, plot=plot)
@@ -282,18 +291,5 @@ def _write(result: Any, texts: list[tuple[Path, str]], figures: list[Path], fmt:
     table = measure.load("table") if measure.table else partial(columns_view, measure=measure)
     figure = measure.load("figure") if measure.figure else partial(columns_figure, measure=measure)
 
-    def render(kind: str) -> str:
-        return to_json(result.rows) if kind == "json" else to_csv(result.rows) if kind == "csv" else table(result)
-
-    for path, kind in texts:
-        emit(render(kind), path)
-        typer.echo(f"wrote {path}", err=True)
-    if figures:
-        from posviz.plots.common import save_figure
-
-        fig = figure(result, band=band, keep_duplicates=keep_duplicates)
-        for path in figures:
-            save_figure(fig, path, dpi=dpi)
-            typer.echo(f"wrote {path}", err=True)
-    if not texts:
-        emit(render(fmt.value), None)
+    write_outputs(texts, figures, fmt.value, rows_renderer(result.rows, lambda: table(result)),
+                  one_figure(lambda: figure(result, band=band, keep_duplicates=keep_duplicates), dpi))

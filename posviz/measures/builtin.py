@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from posviz.measures.contract import Measure
 
-_TRAJECTORY = "posviz.compare.trajectory"
+_TRAJECTORY = "posviz.series.trajectory"
 _VIEWS = "posviz.cli.trajectory"
 _E_P = frozenset({"positions", "table", "normalize", "null_draws", "seed", "allow_missing", "cache"})
 _TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
@@ -15,7 +15,7 @@ _TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
 TOEPLITZNESS = Measure(
     "toeplitzness", "Toeplitzness of P = E_P E_Pᵀ (translation invariance of the position table), with its null",
     needs="weights", reads=("position table",), options=_E_P, series=f"{_TRAJECTORY}:toeplitzness_series",
-    table=f"{_VIEWS}:toeplitzness_view", figure=f"{_VIEWS}:toeplitzness_figure", run="posviz.batch.analysis:score_model",
+    table=f"{_VIEWS}:toeplitzness_view", figure=f"{_VIEWS}:toeplitzness_figure", run="posviz.scoring.model:score_model",
     command="posviz toeplitzness")
 BANDS = Measure(
     "bands", "RoPE band usage per head: the share of each head's query/key energy in the high-frequency bands",
@@ -28,7 +28,7 @@ HEADS = Measure(
 ATTENTION = Measure(
     "attention", "The attention a model produces on text: Toeplitzness, positional share, sink mass, entropy, span",
     needs="text", reads=("attention inputs",), options=_TEXT, series=f"{_TRAJECTORY}:attention_series",
-    table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.api:attention",
+    table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.attention:attention",
     command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums")
 HIDDEN = Measure(
     "hidden", "Position in the hidden states: positional share, Toeplitzness of V_l V_lᵀ, rank, a position probe",
@@ -37,7 +37,7 @@ HIDDEN = Measure(
     command="posviz hidden")
 EXTRAPOLATE = Measure(
     "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
-    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolate.api:extrapolate", command="posviz extrapolate")
+    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate")
 
 #: posviz's measures, in the order they are listed.
 BUILT_IN = (TOEPLITZNESS, BANDS, HEADS, ATTENTION, HIDDEN, EXTRAPOLATE)

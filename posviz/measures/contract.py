@@ -71,7 +71,7 @@ class Measure:
         The :class:`SeriesOptions` it uses; a series given any other is refused.
     series
         ``"module:function"``: ``function(points, options) -> TrajectoryResult``, the measure along checkpoints
-        (``points``: :class:`posviz.compare.series` points, each with ``spec``, ``series`` and ``step``).
+        (``points``: :class:`posviz.series.points` points, each with ``spec``, ``series`` and ``step``).
     point
         ``"module:function"``: ``function(source, options) -> dict[str, float]``, the measure of one checkpoint
         (``source``: a checkpoint folder, ``RUN@STEP`` or hub id). A measure gives ``series`` or ``point``; posviz makes

@@ -40,24 +40,8 @@ class PosvizForCausalLM(PosvizForMaskedLM):
         config.is_causal = True
         super().__init__(config)
 
-    def forward(
-        self,
-        input_ids: torch.LongTensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> CausalLMOutput:
-        """Logits ``(batch, n, vocab)`` (position ``i`` predicts token ``i + 1``), and the loss when ``labels`` are given.
-
-        ``labels`` are the input ids themselves (``-100`` where not scored, e.g.
-        padding); the shift happens here. ``num_items_in_batch``: see
-        :func:`next_token_loss`.
-        """
-        hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
-        logits = self.predictions(hidden)  # (B, n, vocab)
-        loss = None if labels is None else next_token_loss(logits, labels, num_items_in_batch)
-        return CausalLMOutput(loss=loss, logits=logits)
+    #: The forward pass is the masked LM's (logits ``(batch, n, vocab)``; position ``i`` predicts token ``i + 1``),
+    #: returning this, with :meth:`lm_loss` as its loss: ``labels`` are the input ids themselves (``-100`` where not
+    #: scored, e.g. padding), shifted here.
+    output_class = CausalLMOutput
+    lm_loss = staticmethod(next_token_loss)

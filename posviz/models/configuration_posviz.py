@@ -15,10 +15,10 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
-from posviz.models.schemes.plugins import BUILT_IN, known_schemes, plugin_names
 from posviz.read.families import POSVIZ_MODEL_TYPE
+from posviz.schemes.modules.plugins import BUILT_IN, known_schemes, plugin_names
 
-#: Positional schemes the model builder supports (besides those of other packages, :mod:`posviz.models.schemes.plugins`).
+#: Positional schemes the model builder supports (besides those of other packages, :mod:`posviz.schemes.modules.plugins`).
 SCHEMES: tuple[str, ...] = BUILT_IN
 
 #: Schemes that add a learned absolute table E_P to the input (as ALBERT does).

@@ -20,7 +20,7 @@ Read top to bottom: embeddings, attention, layer, layer group, encoder (where
 the positional scores and the causal mask join), masked-LM head, then the
 Hugging Face classes (the causal LM is in :mod:`posviz.models.causal_lm`).
 Shapes: ``B`` batch, ``n`` positions, ``H`` heads, ``d_h`` head width. The
-scheme modules are in :mod:`posviz.models.schemes`; see ARCHITECTURE.md.
+scheme modules are in :mod:`posviz.schemes.modules`; see ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 from posviz.models.configuration_posviz import PosvizAlbertConfig
-from posviz.models.schemes import TisaScores, build_position_scores
-from posviz.models.schemes.plugins import is_plugin_module
-from posviz.models.schemes.rope import RotaryEmbedding, apply_rotary
-from posviz.models.schemes.sinusoidal import SinusoidalPositions
+from posviz.schemes.modules import TisaScores, build_position_scores
+from posviz.schemes.modules.plugins import is_plugin_module
+from posviz.schemes.modules.rope import RotaryEmbedding, apply_rotary
+from posviz.schemes.modules.sinusoidal import SinusoidalPositions
 from posviz.util.compat import weight_init
 
 init = weight_init()  # transformers 5: initialisers that skip weights loaded from a checkpoint
@@ -394,8 +394,16 @@ class PosvizForMaskedLM(PosvizPreTrainedModel):
         """
         hidden = self.albert(input_ids, attention_mask, token_type_ids, position_ids).last_hidden_state
         logits = self.predictions(hidden)  # (B, n, vocab)
-        loss = None if labels is None else token_loss(logits, labels, num_items_in_batch)
-        return MaskedLMOutput(loss=loss, logits=logits)
+        loss = None if labels is None else self.lm_loss(logits, labels, num_items_in_batch)
+        return self.output_class(loss=loss, logits=logits)
+
+    #: What ``forward`` returns; the causal LM (:mod:`posviz.models.causal_lm`) changes it and :meth:`lm_loss` only.
+    output_class: type = MaskedLMOutput
+
+    @staticmethod
+    def lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+        """The masked-LM loss: :func:`token_loss` over labels ``!= -100``."""
+        return token_loss(logits, labels, num_items_in_batch)
 
 
 def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:

@@ -120,7 +120,7 @@ def _scheme_module(w: _Weights, index: int):
     """Rebuild positional module ``index`` from the config and load its tensors in float64."""
     import torch
 
-    from posviz.models.schemes import build_position_scores
+    from posviz.schemes.modules import build_position_scores
 
     module = build_position_scores(w.config).to(torch.float64)
     state = {k: torch.from_numpy(w.get(f"encoder.position_scores.{index}.{k}")) for k in module.state_dict()}
@@ -166,7 +166,7 @@ def positional_scores(
         Number of positions (default: ``max_position_embeddings``).
     convention
         For absolute schemes: how E_P enters the position-only logits
-        (``none``, ``ln``, ``ln+type0``; see :mod:`posviz.models.schemes.absolute`).
+        (``none``, ``ln``, ``ln+type0``; see :mod:`posviz.schemes.modules.absolute`).
 
     Returns
     -------
@@ -193,7 +193,7 @@ def positional_scores(
     """
     import torch
 
-    from posviz.models.schemes.absolute import CONVENTIONS, absolute_head_factors
+    from posviz.schemes.modules.absolute import CONVENTIONS, absolute_head_factors
 
     w = _weights(model)
     cfg = w.config

@@ -4,7 +4,7 @@ Layers of this package, bottom to top: corpus blocks (:mod:`~posviz.observe.corp
 model loading (:mod:`~posviz.observe.loading`), the block runner both measures share
 (:mod:`~posviz.observe.runner`); for attention, streaming sums (:mod:`~posviz.observe.accumulate`),
 RoPE band norms (:mod:`~posviz.observe.rope_bands`), statistics (:mod:`~posviz.observe.statistics`)
-and the entry point :func:`~posviz.observe.api.attention`; for hidden states, streaming sums
+and the entry point :func:`~posviz.observe.attention.attention`; for hidden states, streaming sums
 (:mod:`~posviz.observe.hidden_sums`), statistics (:mod:`~posviz.observe.hidden_statistics`), probes
 (:mod:`~posviz.observe.probe`) and the entry point :func:`~posviz.observe.hidden.hidden`. Both take part in one
 text pass (:mod:`~posviz.observe.text_pass`: :func:`~posviz.observe.text_pass.observe_text` loads the model once and
@@ -18,7 +18,7 @@ from __future__ import annotations
 from posviz.util.lazy import lazy_exports
 
 _EXPORTS = {
-    "attention": "posviz.observe.api",
+    "attention": "posviz.observe.attention",
     "AttentionResult": "posviz.observe.attention_result",
     "layer_statistics": "posviz.observe.statistics",
     "LayerSums": "posviz.observe.statistics",

@@ -254,7 +254,7 @@ def attention_batches(model: Any, blocks: np.ndarray, batch_size: int, on_layer:
 class EagerObserver:
     """``posviz attention``'s observer in a text pass on eager attention: every chosen layer's maps summed whole.
 
-    Its result is an :class:`~posviz.observe.api.AttentionResult` (with RoPE band norms for LLaMA-style models).
+    Its result is an :class:`~posviz.observe.attention.AttentionResult` (with RoPE band norms for LLaMA-style models).
     """
 
     def __init__(self, model: Any, layers: Sequence[int], request: Any = None) -> None:
@@ -292,7 +292,7 @@ class EagerObserver:
             self.bands.detach()
 
     def finish(self, run: Any) -> Any:
-        """The :class:`~posviz.observe.api.AttentionResult` of the pass."""
+        """The :class:`~posviz.observe.attention.AttentionResult` of the pass."""
         from posviz.observe.attention_result import AttentionResult
         from posviz.observe.statistics import layer_statistics
 

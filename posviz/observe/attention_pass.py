@@ -4,7 +4,7 @@ By default the model keeps its own fast attention and :class:`~posviz.observe.ti
 computes the statistics in tiles from the queries and keys it forms. With ``exact_maps``, on an older
 transformers without an attention interface, or when a pass finds the inputs not capturable (one warning),
 the model runs eager attention and :class:`~posviz.observe.accumulate.EagerObserver` sums each chosen
-layer's whole maps. Both end in an :class:`~posviz.observe.api.AttentionResult`.
+layer's whole maps. Both end in an :class:`~posviz.observe.attention.AttentionResult`.
 """
 
 from __future__ import annotations

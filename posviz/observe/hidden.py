@@ -12,33 +12,24 @@ probes on a sample of held-out blocks (:mod:`posviz.observe.probe`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import Any
 
 from posviz.observe.hidden_result import FIELDS, HiddenResult
-from posviz.train.corpus import DEMO_CORPUS
+from posviz.observe.text_input import TextInput
 
 __all__ = ["FIELDS", "HiddenResult", "hidden"]
+
 
 def hidden(
     model: str,
     *,
-    corpus: str | Sequence[str] = DEMO_CORPUS,
-    seq_len: int = 128,
     layers: str | Sequence[int] | None = "all",
-    batch_size: int = 8,
-    max_blocks: int | None = 256,
-    device: str | None = None,
-    device_map: str | None = None,
-    tokenizer: str | None = None,
-    token_blocks: np.ndarray | None = None,
-    block_layout: str = "token blocks given",
-    special_positions: Sequence[int] = (),
     probe_blocks: int = 64,
     probe_positions: int = 32,
     null_draws: int = 10,
     seed: int = 0,
-    show_progress: bool = False,
+    text: TextInput | None = None,
+    **options: Any,
 ) -> HiddenResult:
     """Run ``model`` over blocks of ``corpus`` and measure position in the hidden states of ``layers``.
 
@@ -46,33 +37,18 @@ def hidden(
     ----------
     model
         Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
-    corpus
-        Corpus spec(s) as ``posviz train`` reads them: text files, folders, the demo
-        corpus (:data:`~posviz.train.corpus.DEMO_CORPUS`) or a dataset id.
-    seq_len
-        Positions per block, special tokens included.
     layers
         ``"all"`` (default), ``"0,2,5-7"`` or a list of ints; 0 is the embedding output.
-    batch_size
-        Blocks per forward pass.
-    max_blocks
-        At most this many blocks (``None``: the whole corpus).
-    device, device_map
-        ``cpu``/``cuda``, or ``device_map="auto"`` (accelerate) for models larger than one device.
-    tokenizer
-        A tokenizer to use instead of the model's (or the run's).
-    token_blocks
-        Ready token ids ``(blocks, seq_len)`` instead of a corpus (``seq_len`` is then their width).
-    block_layout, special_positions
-        What sits where in ``token_blocks``; ``special_positions`` are left out.
     probe_blocks, probe_positions
         Size of the probes' sample: at most this many blocks, and positions per block.
     null_draws
         Row permutations of ``V`` for the spread of the Toeplitzness null.
     seed
         Seed of the null draws, the probe sample, its block split and its pairs.
-    show_progress
-        Draw a progress bar over blocks on stderr (when it is a terminal).
+    text, **options
+        The text and how it runs (the corpus, ``seq_len``, ``batch_size``, ``max_blocks``, the device, the
+        tokenizer, ready ``token_blocks``, ``show_progress``): a :class:`~posviz.observe.text_input.TextInput`, or its
+        fields as keywords, as every text measure takes them.
 
     Returns
     -------
@@ -94,7 +70,4 @@ def hidden(
 
     request = HiddenRequest(layers=layers, probe_blocks=probe_blocks, probe_positions=probe_positions,
                             null_draws=null_draws, seed=seed)
-    return observe_text(model, [request], corpus=corpus, seq_len=seq_len, batch_size=batch_size, max_blocks=max_blocks,
-                        device=device, device_map=device_map, tokenizer=tokenizer, token_blocks=token_blocks,
-                        block_layout=block_layout, special_positions=special_positions,
-                        show_progress=show_progress)["hidden"]
+    return observe_text(model, [request], text, **options)["hidden"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from posviz.observe.hidden_states_measure import HiddenStatesRequest
 from posviz.observe.hidden_sums import HiddenStates
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class HiddenRequest:
+class HiddenRequest(HiddenStatesRequest):
     """Position in the hidden states of ``layers``, in a text pass.
 
     Attributes
@@ -43,17 +44,6 @@ class HiddenRequest:
     seed: int = 0
     name: str = field(default="hidden", init=False)
     worker: Any = field(default=None, init=False, repr=False)
-
-    def check(self) -> None:
-        """Nothing to refuse before the model loads (the kept positions are checked on the blocks)."""
-
-    def needs_eager(self) -> bool:
-        """Hidden states only: the model's default (SDPA) attention will do."""
-        return False
-
-    def layer_count(self, loaded: Any) -> int:
-        """Hidden states of the model: the embedding output, then one per block."""
-        return int(loaded.num_layers) + 1
 
     def start(self, stack: contextlib.ExitStack) -> None:
         """Start the probe worker before the model loads, so that it imports scikit-learn meanwhile."""

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from posviz.errors import UnsupportedModelError
+from posviz.observe.hidden_states_measure import HiddenStatesObserver
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def _no_states(model: Any) -> UnsupportedModelError:
     )
 
 
-class HiddenStates:
+class HiddenStates(HiddenStatesObserver):
     """The hidden-state sums' observer in a text pass (:mod:`posviz.observe.text_pass`): asks for every hidden
     state, adds the chosen layers to :class:`HiddenSums`, and hands the probe's sample on as soon as it is complete.
 
@@ -175,14 +176,6 @@ class HiddenStates:
         self.model, self.on_sample, self.handed = model, on_sample, False
         self.sums = HiddenSums(layers, kept, plan or {}, self.order)
 
-    def forward_kwargs(self) -> dict[str, Any]:
-        config = getattr(self.model, "config", None)
-        return {"output_hidden_states": True, "attention_mask": True,
-                **({"use_cache": False} if getattr(config, "use_cache", None) is not None else {})}
-
-    def before(self, ids: Any) -> None:
-        pass
-
     def after(self, ids: Any, out: Any) -> None:
         states = getattr(out, "hidden_states", None)
         if not states or any(s is None for s in states):
@@ -197,9 +190,6 @@ class HiddenStates:
         if self.on_sample is not None and not self.handed and sums.sample_complete:
             self.handed = True
             self.on_sample(sums.sample)
-
-    def close(self) -> None:
-        pass
 
     def finish(self, run: Any = None) -> HiddenSums:
         if self.on_sample is not None and not self.handed:  # no blocks at all

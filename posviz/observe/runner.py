@@ -20,6 +20,7 @@ import numpy as np
 
 from posviz.errors import OptionError
 from posviz.observe.loading import LoadedModel
+from posviz.observe.text_input import TextInput
 
 
 @dataclass(frozen=True)
@@ -55,52 +56,15 @@ class BlockRun:
         return int(self.ids.shape[1])
 
 
-def check_sizes(seq_len: int, batch_size: int, max_blocks: int | None) -> None:
-    """The options every text measure shares, checked before a model is loaded.
-
-    Raises
-    ------
-    OptionError
-        A block shorter than 2 positions, or a batch size or block count below 1.
-    """
-    if seq_len < 2:
-        raise OptionError(f"--seq-len {seq_len} is too short", "use at least 2 positions")
-    if batch_size < 1 or (max_blocks is not None and max_blocks < 1):
-        raise OptionError("--batch-size and --max-blocks must be at least 1")
-
-
-def load_blocks(
-    model: str,
-    *,
-    corpus: str | Sequence[str],
-    seq_len: int,
-    max_blocks: int | None,
-    device: str | None = None,
-    device_map: str | None = None,
-    tokenizer: str | None = None,
-    token_blocks: np.ndarray | None = None,
-    block_layout: str = "token blocks given",
-    special_positions: Sequence[int] = (),
-    attn_implementation: str | None = "eager",
-) -> BlockRun:
+def load_blocks(model: str, text: TextInput, *, attn_implementation: str | None = "eager") -> BlockRun:
     """Load ``model`` once and cut ``corpus`` once into blocks of ``seq_len`` tokens (layers are chosen per measure).
 
     Parameters
     ----------
     model
         Model folder, hub id, packaged model, ``RUN`` or ``RUN@STEP``.
-    corpus
-        Corpus spec(s) as ``posviz train`` reads them.
-    seq_len
-        Positions per block, special tokens included (ignored with ``token_blocks``).
-    max_blocks
-        At most this many blocks (``None``: the whole corpus).
-    device, device_map, tokenizer
-        As :func:`posviz.observe.loading.load_model`.
-    token_blocks
-        Ready token ids ``(blocks, n)`` instead of a corpus.
-    block_layout, special_positions
-        What sits where in ``token_blocks``.
+    text
+        The corpus or token blocks, and the device and tokenizer to load with.
     attn_implementation
         As :func:`posviz.observe.loading.load_model` (``None``: the model's default,
         for measures that do not read attention probabilities).
@@ -112,8 +76,9 @@ def load_blocks(
     """
     from posviz.observe.loading import load_model
 
-    loaded = load_model(model, device=device, device_map=device_map, tokenizer=tokenizer, with_tokenizer=token_blocks is None,
-                        attn_implementation=attn_implementation)
+    corpus, seq_len, token_blocks = text.corpus, text.seq_len, text.token_blocks
+    loaded = load_model(model, device=text.device, device_map=text.device_map, tokenizer=text.tokenizer,
+                        with_tokenizer=token_blocks is None, attn_implementation=attn_implementation)
     if token_blocks is not None:
         seq_len = int(np.shape(token_blocks)[1])
     table, trained = loaded.table_positions, loaded.trained_positions
@@ -125,13 +90,13 @@ def load_blocks(
                       "describe extrapolation (posviz extrapolate measures it)", stacklevel=3)
     if token_blocks is not None:
         ids = np.asarray(token_blocks, dtype=np.int64)
-        return BlockRun(loaded, [], ids, block_layout, "given token blocks", tuple(sorted(set(special_positions))))
+        return BlockRun(loaded, [], ids, text.block_layout, "given token blocks", tuple(sorted(set(text.special_positions))))
     from posviz.observe.corpus_blocks import make_token_blocks
     from posviz.train.corpus import corpus_identity, load_corpus
 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
     texts = load_corpus(specs)
-    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, max_blocks)
+    blocks = make_token_blocks(loaded.tokenizer, texts, seq_len, text.max_blocks)
     label = f"{', '.join(specs)} (sha256 {corpus_identity(texts)['corpus_sha256'][:12]})"
     return BlockRun(loaded, [], blocks.ids, blocks.layout, label, blocks.special_positions)
 
@@ -144,7 +109,7 @@ def choose_layers(loaded: LoadedModel, layers: str | Sequence[int] | None, count
     OptionError
         A layer outside ``0 .. count - 1`` (``count``: the layers the measure sees in ``loaded``).
     """
-    from posviz.batch.layers import parse_layers
+    from posviz.scoring.layers import parse_layers
 
     chosen = sorted(set(layers)) if isinstance(layers, (list, tuple)) else parse_layers(None, layers, count, loaded.label)
     if not chosen or any(not 0 <= x < count for x in chosen):

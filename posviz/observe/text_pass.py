@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+from posviz.observe.text_input import TextInput
 
-from posviz.train.corpus import DEMO_CORPUS
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Forward-call flags an observer may ask for; the pass asks for each one that any observer does.
 FLAGS = ("output_attentions", "output_hidden_states", "attention_mask")
@@ -137,22 +138,7 @@ def run_pass(model: Any, blocks: np.ndarray, observers: Sequence[TextObserver], 
         return run_batches(model, blocks, batch_size, forward, progress)
 
 
-def observe_text(
-    model: str,
-    requests: Sequence[TextRequest],
-    *,
-    corpus: str | Sequence[str] = DEMO_CORPUS,
-    seq_len: int = 128,
-    batch_size: int = 8,
-    max_blocks: int | None = 256,
-    device: str | None = None,
-    device_map: str | None = None,
-    tokenizer: str | None = None,
-    token_blocks: np.ndarray | None = None,
-    block_layout: str = "token blocks given",
-    special_positions: Sequence[int] = (),
-    show_progress: bool = False,
-) -> TextPass:
+def observe_text(model: str, requests: Sequence[TextRequest], text: TextInput | None = None, **options: Any) -> TextPass:
     """Run ``model`` once over blocks of ``corpus`` and measure every request on that one pass.
 
     Parameters
@@ -162,10 +148,10 @@ def observe_text(
     requests
         The measures, with their options: :class:`~posviz.observe.attention_pass.AttentionRequest`,
         :class:`~posviz.observe.hidden_pass.HiddenRequest` (at most one of each name).
-    corpus, seq_len, batch_size, max_blocks, device, device_map, tokenizer, token_blocks, block_layout, special_positions
-        As :func:`posviz.attention` and :func:`posviz.hidden`: shared by every request.
-    show_progress
-        Draw a progress bar over blocks on stderr (when it is a terminal).
+    text, **options
+        The text and how it runs, shared by every request: a :class:`~posviz.observe.text_input.TextInput`, or its
+        fields as keywords (``corpus``, ``seq_len``, ``batch_size``, ``max_blocks``, ``device``, ``device_map``,
+        ``tokenizer``, ``token_blocks``, ``block_layout``, ``special_positions``, ``show_progress``).
 
     Returns
     -------
@@ -185,12 +171,13 @@ def observe_text(
     >>> both["attention"].to_frame(), both["hidden"].to_frame()  # doctest: +SKIP
     """
     from posviz.errors import OptionError
-    from posviz.observe.runner import check_sizes, choose_layers, load_blocks
+    from posviz.observe.runner import choose_layers, load_blocks
 
     names = [r.name for r in requests]
     if not names or len(set(names)) != len(names):
         raise OptionError(f"a text pass takes each measure once, got {names}")
-    check_sizes(seq_len, batch_size, max_blocks)
+    text = TextInput.of(text, options)
+    text.check()
     for r in requests:
         r.check()
     with contextlib.ExitStack() as stack:
@@ -198,12 +185,9 @@ def observe_text(
             start = getattr(r, "start", None)
             if start is not None:  # e.g. the probe worker, started while the model loads
                 start(stack)
-        run = load_blocks(model, corpus=corpus, seq_len=seq_len, max_blocks=max_blocks, device=device,
-                          device_map=device_map, tokenizer=tokenizer, token_blocks=token_blocks, block_layout=block_layout,
-                          special_positions=special_positions,
-                          attn_implementation="eager" if any(r.needs_eager() for r in requests) else None)
+        run = load_blocks(model, text, attn_implementation="eager" if any(r.needs_eager() for r in requests) else None)
         layers = {r.name: choose_layers(run.loaded, r.layers, r.layer_count(run.loaded)) for r in requests}
-        return _measure(run, requests, layers, batch_size=batch_size, show_progress=show_progress)
+        return _measure(run, requests, layers, batch_size=text.batch_size, show_progress=text.show_progress)
 
 
 def _measure(run: Any, requests: Sequence[Any], layers: Mapping[str, list[int]], *, batch_size: int,

@@ -10,14 +10,13 @@ mean as a tick.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import Any
 
 import numpy as np
 
-from posviz.plots.common import new_figure, short_label
-from posviz.plots.heads import HeadMapOptions, _pooled_maps, draw_head_maps, draw_head_profiles
+from posviz.plots.common import short_label
+from posviz.plots.heads import HeadMapOptions, draw_head_maps, draw_head_profiles, head_grid_figure, pooled_maps
 from posviz.positional_scores import PositionalScores
 
 
@@ -56,7 +55,7 @@ def draw_received(ax, stats: Any, *, eps: float) -> None:
 
 
 def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=None):
-    """One layer of an :class:`~posviz.observe.api.AttentionResult`: head grid of ``Abar_h``, profiles, scores.
+    """One layer of an :class:`~posviz.observe.attention.AttentionResult`: head grid of ``Abar_h``, profiles, scores.
 
     Parameters
     ----------
@@ -77,15 +76,9 @@ def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=
     stack = PositionalScores.from_dense(result.means[layer])
     h, n = stack.heads, result.seq_len  # the map may be block-averaged (tiled path, long blocks): n is the positions
     options = HeadMapOptions(causal=result.causal, max_pixels=max_pixels, value_label="mean attention")
-    ncols = h if h <= 4 else min(8, math.ceil(math.sqrt(h)))
-    nrows = math.ceil(h / ncols)
-    panel = 2.3
-    width = max(panel * ncols + 1.2, 10.0 if hasattr(stats, "received_profile") else 8.0)
     own = fig is None
-    if own:
-        fig = new_figure(width, panel * nrows + 3.6)
-    top, bottom = fig.subfigures(2, 1, height_ratios=[panel * nrows, 2.8])
-    draw_head_maps(top, _pooled_maps(stack, options), stats.toeplitzness_offdiag, n=n, ncols=ncols, options=options)
+    fig, top, bottom, ncols = head_grid_figure(h, min_width=10.0 if hasattr(stats, "received_profile") else 8.0, fig=fig)
+    draw_head_maps(top, pooled_maps(stack, options), stats.toeplitzness_offdiag, n=n, ncols=ncols, options=options)
     tiled = hasattr(stats, "received_profile")  # the tiled path: the long-context statistics too
     axes = bottom.subplots(1, 3 if tiled else 2, width_ratios=[1.0, 1.0, 1.0] if tiled else None)
     pax, bax = axes[0], axes[-1]
@@ -96,6 +89,6 @@ def plot_attention_layer(result: Any, layer: int, *, max_pixels: int = 256, fig=
     draw_attention_scores(bax, stats)
     if own:
         title = f"{short_label(result.model)}: attention on text, layer {layer} ({h} heads, {n} positions)"
-        note = "\n".join(textwrap.wrap(result.conventions, width=int(width * 15), break_long_words=False))
+        note = "\n".join(textwrap.wrap(result.conventions, width=int(fig.get_figwidth() * 15), break_long_words=False))
         fig.suptitle(f"{title}\n{note}", fontsize=8)
     return fig

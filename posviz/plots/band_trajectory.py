@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from posviz.compare.integrity import flagged
 from posviz.plots.common import new_figure
 from posviz.plots.trajectory import draw_checked
+from posviz.series.integrity import flagged
 
 
 def plot_band_trajectory(summary: Sequence[dict[str, Any]], wavelength: Sequence[float], *, title: str | None = None,
                          keep_duplicates: bool = False):
-    """The two panels from :func:`posviz.compare.band_series.band_summary` rows.
+    """The two panels from :func:`posviz.series.bands.band_summary` rows.
 
     Parameters
     ----------

@@ -55,7 +55,7 @@ def result_html(title: str, conventions: str, figure: Callable[[], Any] | None, 
 
 
 def attention_html(result: Any) -> str:
-    """An :class:`~posviz.observe.api.AttentionResult`: the figure of its first layer and its per-head table."""
+    """An :class:`~posviz.observe.attention.AttentionResult`: the figure of its first layer and its per-head table."""
     from posviz.plots.attention import plot_attention_layer
 
     return result_html(f"posviz attention: {result.model}, layer {result.layers[0]}", result.conventions,
@@ -70,7 +70,7 @@ def hidden_html(result: Any) -> str:
 
 
 def extrapolation_html(result: Any) -> str:
-    """An :class:`~posviz.extrapolate.result.ExtrapolationResult`: loss and attention against length, one row per length."""
+    """An :class:`~posviz.extrapolation.result.ExtrapolationResult`: loss and attention against length, one row per length."""
     import pandas as pd
 
     from posviz.plots.extrapolate import plot_extrapolation
@@ -83,4 +83,4 @@ def extrapolation_html(result: Any) -> str:
 #: ``(module, class, function of this module)``: what ``import posviz`` registers in IPython.
 FORMATTERS = (("posviz.observe.attention_result", "AttentionResult", "attention_html"),
               ("posviz.observe.hidden_result", "HiddenResult", "hidden_html"),
-              ("posviz.extrapolate.result", "ExtrapolationResult", "extrapolation_html"))
+              ("posviz.extrapolation.result", "ExtrapolationResult", "extrapolation_html"))

@@ -131,7 +131,7 @@ def plot_extrapolation(result: Any, *, fig=None):
     Parameters
     ----------
     result
-        From :func:`posviz.extrapolate.api.extrapolate`.
+        From :func:`posviz.extrapolation.extrapolate.extrapolate`.
     fig
         A figure to draw on (a report page, which then carries the title and conventions); a new one by default.
 

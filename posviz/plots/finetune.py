@@ -2,10 +2,10 @@
 
 * :func:`plot_table3`: one panel per task (and the average), per arm its baseline and
   TISA variants as medians over pre-training seeds with their min–max as error bars
-  (the rows of :func:`posviz.compare.finetune.table3`).
+  (the rows of :func:`posviz.finetuning.tables.table3`).
 * :func:`plot_score_by_step`: downstream score against pre-training step, one line
   per configuration (mean over pre-training seeds, band: min–max, dots: each run;
-  the rows of :func:`posviz.compare.finetune.score_by_step`), TUPE's "faster
+  the rows of :func:`posviz.finetuning.tables.score_by_step`), TUPE's "faster
   pre-training" figure.
 * :func:`draw_run_results`: one run's median score per task, against the
   pre-training step when several checkpoints were fine-tuned, as bars otherwise
@@ -33,7 +33,7 @@ def plot_table3(rows: Sequence[dict[str, Any]], *, columns: Sequence[str] = ("ba
     Parameters
     ----------
     rows
-        Output of :func:`posviz.compare.finetune.table3`.
+        Output of :func:`posviz.finetuning.tables.table3`.
     columns
         The column labels the rows use (baseline first).
     title
@@ -93,7 +93,7 @@ def plot_score_by_step(rows: Sequence[dict[str, Any]], *, title: str | None = No
     Parameters
     ----------
     rows
-        Output of :func:`posviz.compare.finetune.score_by_step`.
+        Output of :func:`posviz.finetuning.tables.score_by_step`.
     title, ylabel
         Figure title and y label (defaults name the tasks averaged).
     colors
@@ -136,7 +136,7 @@ def draw_run_results(ax, medians: Sequence[dict[str, Any]], *, metric: str = "sc
     ax
         Matplotlib Axes.
     medians
-        The run's ``"median"`` records (:func:`posviz.finetune.results.median_records`),
+        The run's ``"median"`` records (:func:`posviz.finetuning.results.median_records`),
         with ``min``/``max`` drawn as error bars.
     metric
         The metric drawn (default each task's score).

@@ -114,28 +114,38 @@ def plot_heads(
     """
     o = options or HeadMapOptions()
     h, n = stack.heads, stack.n
-    ncols = o.columns or (h if h <= 4 else min(8, math.ceil(math.sqrt(h))))
-    nrows = math.ceil(h / ncols)
-    pooled = _pooled_maps(stack, o)
-    panel = 2.3
-    width = max(panel * ncols + 1.2, 8.0)
+    pooled = pooled_maps(stack, o)
     own = fig is None
-    if own:
-        fig = new_figure(width, panel * nrows + 3.6)
-    top, bottom = fig.subfigures(2, 1, height_ratios=[panel * nrows, 2.8])
+    fig, top, bottom, ncols = head_grid_figure(h, columns=o.columns, fig=fig)
     r2 = scores.toeplitzness_offdiag if o.exclude_diagonal else scores.toeplitzness
     draw_head_maps(top, pooled, r2, n=n, ncols=ncols, options=o)
     pax, bax = bottom.subplots(1, 2)
     draw_head_profiles(pax, scores.profiles, causal=o.causal)
     draw_head_scores(bax, scores, exclude_diagonal=o.exclude_diagonal)
     if own:
-        chars = int(width * 15)
+        chars = int(fig.get_figwidth() * 15)
         note = heads_scale_note(n, pooled.shape[-1], robust=o.robust, shared_scale=o.shared_scale)
         fig.suptitle(f"{title}\n{_wrap(conventions, chars)}\n({note})", fontsize=8)
     return fig
 
 
-def _pooled_maps(stack: PositionalScores, o: HeadMapOptions) -> np.ndarray:
+def head_grid_figure(heads: int, *, columns: int | None = None, min_width: float = 8.0, fig=None) -> tuple:
+    """The layout of a head grid with a strip of panels below it, shared by every per-head figure.
+
+    Returns ``(fig, top, bottom, ncols)``: the figure (a new one sized for the grid unless ``fig`` is given), the
+    subfigure for :func:`draw_head_maps` and the one for the panels, and the grid's columns (``columns``, else all
+    heads up to 4 and a near-square grid of at most 8 columns beyond).
+    """
+    ncols = columns or (heads if heads <= 4 else min(8, math.ceil(math.sqrt(heads))))
+    nrows = math.ceil(heads / ncols)
+    panel = 2.3
+    if fig is None:
+        fig = new_figure(max(panel * ncols + 1.2, min_width), panel * nrows + 3.6)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[panel * nrows, 2.8])
+    return fig, top, bottom, ncols
+
+
+def pooled_maps(stack: PositionalScores, o: HeadMapOptions) -> np.ndarray:
     """The ``(heads, m, m)`` block means shown, NaN where a causal model masks."""
     pooled, edges = stack.pooled(o.max_pixels)
     if o.causal:

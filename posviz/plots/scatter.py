@@ -9,7 +9,7 @@ the values come from and which models are left out.
 training: each :class:`Trajectory` is a sequence of (Toeplitzness, metric) points
 drawn as a path with an arrow at its end, on a second panel when passed to
 :func:`plot_toeplitzness_vs_metric` (``posviz toeplitzness --plot-vs-glue --run``;
-:func:`posviz.compare.trajectories.run_trajectory` reads one from a training run).
+:func:`posviz.series.runs.run_trajectory` reads one from a training run).
 
 :func:`draw_comparison` and :func:`draw_trajectory_panel` draw the two panels on
 any Axes, so that other layouts (the PDF report's page) reuse them.
@@ -25,13 +25,13 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from posviz.compare.trajectories import Trajectory
 from posviz.plots.common import keep_min_span, new_figure, short_label
+from posviz.series.runs import Trajectory
 from posviz.util.format import VARIANT_TEXT
 
 if TYPE_CHECKING:
-    from posviz.compare.albert import PerformanceComparison
-    from posviz.compare.downstream import DownstreamPath
+    from posviz.reference.albert import PerformanceComparison
+    from posviz.series.downstream import DownstreamPath
 
 #: Colour per ALBERT size (ColorBrewer Dark2, readable in grey scale too).
 SIZE_COLORS: dict[str, str] = {"base": "#1b9e77", "large": "#d95f02", "xlarge": "#7570b3", "xxlarge": "#e7298a"}
@@ -120,7 +120,7 @@ def plot_toeplitzness_vs_metric(
     Parameters
     ----------
     cmp
-        Output of :func:`posviz.compare.albert.toeplitzness_vs_performance`.
+        Output of :func:`posviz.reference.albert.toeplitzness_vs_performance`.
     trajectories
         Optional paths (e.g. training runs) drawn on a panel of their own with
         :func:`draw_trajectory_panel`.
@@ -130,7 +130,7 @@ def plot_toeplitzness_vs_metric(
     title
         Figure title (default: says it is ALBERT v1 -> v2 and names the metric).
     downstream
-        Fine-tuned runs (:func:`posviz.compare.downstream.run_downstream`), drawn on a
+        Fine-tuned runs (:func:`posviz.series.downstream.run_downstream`), drawn on a
         panel of their own beside the ALBERT panel with :func:`draw_downstream_panel`:
         their y (mean score over their own tasks) is not ALBERT's benchmark average.
 
@@ -314,7 +314,7 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     ax
         Matplotlib Axes.
     paths
-        The runs' points (:class:`~posviz.compare.downstream.DownstreamPath`).
+        The runs' points (:class:`~posviz.series.downstream.DownstreamPath`).
     xlabel
         x label (default: Toeplitzness of P); the same definition as the ALBERT panel's x.
     fontsize
@@ -329,7 +329,7 @@ def draw_downstream_panel(ax, paths: Sequence[DownstreamPath], *, xlabel: str | 
     list
         The path artists (gid ``downstream:LABEL``).
     """
-    from posviz.compare.downstream import DOWNSTREAM_YLABEL
+    from posviz.series.downstream import DOWNSTREAM_YLABEL
 
     lines = draw_trajectories(ax, [p.trajectory for p in paths], colors=colors)
     labels = _step_labels(paths)

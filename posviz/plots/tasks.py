@@ -34,7 +34,7 @@ def plot_task_extrapolation(result: Any):
     Parameters
     ----------
     result
-        A :class:`~posviz.extrapolate.tasks.TaskResult`.
+        A :class:`~posviz.extrapolation.tasks.TaskResult`.
 
     Returns
     -------

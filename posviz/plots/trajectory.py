@@ -56,7 +56,7 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     Parameters
     ----------
     rows
-        Rows of :func:`posviz.compare.series.series_rows`.
+        Rows of :func:`posviz.series.points.series_rows`.
     band
         Also draw the mean ± sd over series at the steps every series has.
     title
@@ -67,7 +67,7 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     null_label
         Legend entry of the null lines.
     keep_duplicates
-        Draw rows marked ``duplicate_of`` or ``suspect`` (:mod:`posviz.compare.integrity`) as genuine; by
+        Draw rows marked ``duplicate_of`` or ``suspect`` (:mod:`posviz.series.integrity`) as genuine; by
         default they are hollow, off the lines and out of the band.
 
     Returns
@@ -76,9 +76,9 @@ def plot_trajectory(rows: Sequence[dict[str, Any]], *, band: bool = False, title
     """
     import numpy as np
 
-    from posviz.compare.integrity import flagged
-    from posviz.compare.series import series_band
     from posviz.plots.common import new_figure
+    from posviz.series.integrity import flagged
+    from posviz.series.points import series_band
 
     fig = new_figure(5.5 * len(panels), 4.4)
     axes = np.atleast_1d(fig.subplots(1, len(panels), sharex=True))

@@ -1,1 +1,2 @@
-"""Where weights are and what they mean: sources, tensor reading, families, attention layouts, E_P (see ARCHITECTURE.md)."""
+"""What weights mean and where they are: sources, checkpoints and the tensors read from them, families, attention
+layouts, E_P, run folders (see ARCHITECTURE.md). Bytes from the Hub come through :mod:`posviz.hub`."""

@@ -7,7 +7,7 @@ documented byte layout. ``.bin`` files go through
 only touched pages are read. Sharded checkpoints are resolved through their
 index so that only the shard holding a tensor is opened (or fetched). Hub files
 missing from the local caches are read by HTTP byte ranges
-(:mod:`posviz.read.safetensors_ranges`, :mod:`posviz.read.torch_zip`).
+(:mod:`posviz.hub.safetensors_ranges`, :mod:`posviz.hub.torch_zip`).
 """
 
 from __future__ import annotations
@@ -145,12 +145,12 @@ def _open_weight_file(source: Source, filename: str):
     where = source.locate(filename)
     if isinstance(where, Path):
         return _SafetensorsFile(where) if where.suffix == ".safetensors" else _TorchFile(where)
-    # A Hub file read by byte ranges (posviz.read.remote).
+    # A Hub file read by byte ranges (posviz.hub.remote).
     if filename.endswith(".safetensors"):
-        from posviz.read.safetensors_ranges import RemoteSafetensors
+        from posviz.hub.safetensors_ranges import RemoteSafetensors
 
         return RemoteSafetensors(where)
-    from posviz.read.torch_zip import RemoteTorchZip, is_zip
+    from posviz.hub.torch_zip import RemoteTorchZip, is_zip
 
     if is_zip(where):
         return RemoteTorchZip(where)

@@ -7,7 +7,7 @@ holds, as cheaply as the source allows:
 * :func:`file_digests`: the content hash of each weight file, never downloading it.
   A Hub file's is the SHA-256 the Hub sends for LFS files (``X-Linked-Etag`` of the
   ``resolve`` answer, or the ``lfs.sha256`` of the model info with ``blobs=true``),
-  kept with the slice store (:mod:`posviz.read.slices`) and in the name of the Hugging
+  kept with the slice store (:mod:`posviz.hub.slices`) and in the name of the Hugging
   Face cache's blob, so it is known offline too; a ``posviz train`` checkpoint's is
   the SHA-256 its manifest records. Plain folders have none (hashing a multi-gigabyte
   file would cost more than reading the tensors).

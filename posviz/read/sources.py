@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from posviz.errors import SourceError
-from posviz.read.hub_errors import OFFLINE_HINT as _OFFLINE_HINT
-from posviz.read.hub_errors import hub_error as _hub_error
+from posviz.hub.errors import OFFLINE_HINT as _OFFLINE_HINT
+from posviz.hub.errors import hub_error as _hub_error
 from posviz.read.runs import RunCheckpoint, run_checkpoint, run_reference
 
 SourceKind = Literal["dir", "file", "run", "package", "hub"]
@@ -124,11 +124,11 @@ class Source:
         return path
 
     def locate(self, filename: str) -> Path | Any:
-        """A local path of weight file ``filename``, or a :class:`~posviz.read.remote.HubFile` to read by ranges.
+        """A local path of weight file ``filename``, or a :class:`~posviz.hub.remote.HubFile` to read by ranges.
 
         Hub files missing from the local Hugging Face cache are not downloaded:
         only the byte ranges read are fetched (and kept in the slice store, see
-        :mod:`posviz.read.slices`), unless ``--full-download`` or
+        :mod:`posviz.hub.slices`), unless ``--full-download`` or
         ``POSVIZ_FULL_DOWNLOAD=1`` asks for whole files.
         """
         if filename in self._fetched:
@@ -138,7 +138,7 @@ class Source:
         cached = _cached_file(self.repo_id, filename, self.revision)
         if cached is not None:
             return cached
-        from posviz.read.remote import HubFile, full_download_wanted
+        from posviz.hub.remote import HubFile, full_download_wanted
 
         if full_download_wanted():
             return self.fetch(filename)
@@ -312,9 +312,9 @@ def cached_hub_source(spec: str) -> Source | None:
 
     Returns ``None``, without touching the network, unless the cache holds its
     ``config.json`` and at least one weight file, whole or as slices fetched
-    earlier (the posviz slice store, :mod:`posviz.read.slices`).
+    earlier (the posviz slice store, :mod:`posviz.hub.slices`).
     """
-    from posviz.read.slices import SliceStore
+    from posviz.hub.slices import SliceStore
 
     repo_id, _, revision = spec.partition("@")
     cfg = _cached_file(repo_id, "config.json", revision or None)
@@ -351,7 +351,7 @@ def _from_hub(spec: str, repo_id: str, revision: str | None) -> Source:
     sha = getattr(info, "sha", None)
     cfg_path = None
     if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{40}", sha):
-        from posviz.read.hub_cache import fetch_small_file
+        from posviz.hub.cache import fetch_small_file
 
         cfg_path = fetch_small_file(repo_id, "config.json", sha, revision, hub_endpoint(), hf_cache_dir())
     if cfg_path is None:

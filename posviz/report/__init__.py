@@ -61,8 +61,8 @@ def build_context(
 
 def _check_options(models: Sequence[str], options: ReportOptions) -> None:
     """Fail before any work on options that cannot apply (metric name, ``--score`` for an input not given)."""
-    from posviz.compare.reference import METRICS
     from posviz.errors import OptionError
+    from posviz.reference import METRICS
 
     if options.metric not in METRICS:
         raise OptionError(f"unknown metric {options.metric!r}", f"choose one of: {', '.join(METRICS)}")
@@ -73,7 +73,7 @@ def _check_options(models: Sequence[str], options: ReportOptions) -> None:
     if options.scores and not options.albert:
         raise OptionError("--score places models on the ALBERT figure, which --no-albert leaves out")
     if options.extrapolate_lengths is not None:
-        from posviz.extrapolate.api import parse_lengths
+        from posviz.extrapolation.extrapolate import parse_lengths
 
         parse_lengths(options.extrapolate_lengths)
 

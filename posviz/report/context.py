@@ -41,7 +41,7 @@ class ReportOptions:
         Clip heatmap colours to the 1st-99th percentile.
     metric
         Benchmark on the y axis of the ALBERT v1 -> v2 figure (a key of
-        :data:`posviz.compare.reference.METRICS`).
+        :data:`posviz.reference.METRICS`).
     scores
         ``{input: value}``: benchmark values (in ``metric``'s units) of report
         inputs, which places them on the ALBERT figure (``--score MODEL=VALUE``).

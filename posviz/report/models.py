@@ -26,9 +26,9 @@ def load_model(spec: str, options: ReportOptions) -> ReportItem:
     PosvizError
         For inputs that cannot be read (the same errors as ``posviz toeplitzness``).
     """
-    from posviz.batch.analysis import score_model
     from posviz.read.embeddings import is_synthetic, load_position_embeddings
     from posviz.read.families import family_for_config
+    from posviz.scoring.model import score_model
 
     if not is_synthetic(spec):
         from posviz.read.sources import resolve_source

@@ -91,7 +91,7 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     -------
     ReportItem or None
         ``kind="run"`` with ``data["run"]`` a :class:`RunInfo` and ``data["finetune"]`` its
-        fine-tuning records (:func:`posviz.finetune.results.load_results`; empty if none); ``embeddings`` and
+        fine-tuning records (:func:`posviz.finetuning.results.load_results`; empty if none); ``embeddings`` and
         ``score`` of the final checkpoint when the scheme has a position table,
         otherwise a ``note`` saying why there is no P.
 
@@ -100,7 +100,7 @@ def load_run(spec: str, options: ReportOptions) -> ReportItem | None:
     PosvizError
         A run folder whose log is unreadable or has no evaluation yet.
     """
-    from posviz.finetune.results import load_results
+    from posviz.finetuning.results import load_results
     from posviz.read.runs import LOG_JSON, RUN_FILE
     from posviz.train.log import load_run_log
 

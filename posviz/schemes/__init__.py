@@ -1,7 +1,8 @@
-"""The math of each positional scheme, once, in numpy (no torch import).
+"""Every positional scheme in one home: its math once, in numpy, here (no torch import), and its torch module
+for the posviz models in :mod:`posviz.schemes.modules` (imported only by :mod:`posviz.models`).
 
 Both sides of posviz use these modules: the analysis (:mod:`posviz.extract`)
-evaluates them in float64, and the torch builders (:mod:`posviz.models.schemes`)
+evaluates them in float64, and the torch builders (:mod:`posviz.schemes.modules`)
 turn their tables into tensors. One small module per scheme:
 
 * :mod:`~posviz.schemes.offsets`: the offset axis ``k = j - i`` and the index
@@ -14,6 +15,6 @@ turn their tables into tensors. One small module per scheme:
   content-free kernel.
 
 TISA and TUPE are learned modules that exist only in torch
-(:mod:`posviz.models.schemes`); the analysis evaluates them through that code.
+(:mod:`posviz.schemes.modules`); the analysis evaluates them through that code.
 See ARCHITECTURE.md for where this package sits.
 """

@@ -40,7 +40,7 @@ class TrainOptions:
     ----------
     scheme
         Positional scheme (see :data:`posviz.models.SCHEMES`), or one installed under the ``posviz.schemes``
-        entry-point group (:mod:`posviz.models.schemes.plugins`).
+        entry-point group (:mod:`posviz.schemes.modules.plugins`).
     corpus
         Corpus specs (see :mod:`posviz.train.corpus`).
     out
@@ -120,7 +120,7 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         from posviz.models.configuration_posviz import SIZES
-        from posviz.models.schemes.plugins import BUILT_IN, known_schemes, load_plugin
+        from posviz.schemes.modules.plugins import BUILT_IN, known_schemes, load_plugin
 
         self.out = Path(self.out)
         self.corpus = list(self.corpus)

@@ -2,7 +2,7 @@
 
 :func:`check_folder` refuses an output folder that could never be created (:func:`file_in_the_way`).
 
-The score cache (:mod:`posviz.batch.cache`) and the offline demo corpus
+The score cache (:mod:`posviz.scoring.cache`) and the offline demo corpus
 (:mod:`posviz.train.corpus`) both live under :func:`cache_dir`, so one setting
 (``POSVIZ_CACHE_DIR``) moves or isolates all of them (see ARCHITECTURE.md).
 """

@@ -1,7 +1,7 @@
 """What a result was made from: the SHA-256 of a file's bytes, and the installed versions of libraries.
 
 Checkpoint manifests (:mod:`posviz.read.manifests`), the explorer's sidebar
-(:mod:`posviz.explore.provenance`) and the gallery's manifest (``scripts/gallery.py``)
+(:mod:`posviz.explorer.provenance`) and the gallery's manifest (``scripts/gallery.py``)
 all record these; one definition keeps their records comparable.
 """
 

@@ -74,8 +74,8 @@ def test_table_output_lists_every_checkpoint_and_arrow(albert_cache, planted, tm
 
 @pytest.mark.parametrize("metric", ["average", "mnli", "sst2", "squad1", "squad2", "race"])
 def test_metric_column_chosen(albert_cache, metric):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     cmp = toeplitzness_vs_performance(metric=metric, settings=ScoreSettings(null_draws=0), progress_label=None)
     values = dict(zip(zip(cmp.points["size"], cmp.points["version"], strict=True), cmp.points["metric_value"], strict=True))
@@ -96,8 +96,8 @@ def test_cli_metric_option(albert_cache, tmp_path):
 
 
 def test_arrows_point_from_v1_to_v2(albert_cache, planted):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=2), exclude_diagonal=False, progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
@@ -117,8 +117,8 @@ def test_arrows_point_from_v1_to_v2(albert_cache, planted):
 
 
 def test_the_offdiagonal_headline_is_plotted_by_default(albert_cache, planted):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=0), progress_label=None)
     assert cmp.variant == "exclude_diagonal"
@@ -131,10 +131,10 @@ def test_the_offdiagonal_headline_is_plotted_by_default(albert_cache, planted):
 def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
     from matplotlib.image import imread
 
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
     from posviz.plots.common import save_figure
     from posviz.plots.scatter import SIZE_COLORS
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=5), progress_label=None)
     fig = plot_toeplitzness_vs_metric(cmp)
@@ -176,8 +176,8 @@ def test_png_is_complete_and_nothing_is_clipped(albert_cache, tmp_path):
 
 
 def test_null_band_pools_the_models_shown(albert_cache):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     cmp = toeplitzness_vs_performance(settings=ScoreSettings(null_draws=4), progress_label=None)
     means, stds = cmp.points["null_mean_offdiag"].to_numpy(), cmp.points["null_std_offdiag"].to_numpy()  # the headline's null
@@ -211,8 +211,8 @@ def test_offline_missing_models_one_line_exit_2_no_figure(empty_albert_cache, pl
 
 
 def test_allow_missing_plots_the_rest_and_says_so(empty_albert_cache, planted, tmp_path):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     empty_albert_cache([k for k in planted if k not in MISSING])
     out = tmp_path / "fig.png"
@@ -367,8 +367,8 @@ def test_plain_toeplitzness_names_every_missing_model(empty_albert_cache, plante
 
 # ---- extra models ------------------------------------------------------------
 def test_extra_models_with_scores_share_the_axes(albert_cache, planted, tmp_path):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
 
     extra = str(planted[("large", "v1")].folder)
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", extra, "--score", f"{extra}=83.25", "--score", "sinusoidal:512x128=79.5",
@@ -444,9 +444,9 @@ def test_download_reads_only_config_and_one_weight_file(planted, tmp_path, monke
 
 
 def test_trajectories_go_on_a_second_panel(albert_cache):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
-    from posviz.compare.trajectories import Trajectory
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
+    from posviz.series.runs import Trajectory
 
     cmp = toeplitzness_vs_performance(["albert-base-v1", "albert-base-v2"], settings=ScoreSettings(null_draws=0), progress_label=None)
     runs = [Trajectory("absolute", [(0.2, 60.0), (0.4, 64.0), (0.5, 66.0)]), Trajectory("tisa", [(0.9, 61.0), (0.95, 67.0)])]
@@ -526,9 +526,9 @@ def _evaluations(run) -> list[dict]:
 
 
 def test_run_trajectories_beside_the_albert_arrows(albert_cache, absolute_run, tisa_run, tmp_path):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
-    from posviz.compare.trajectories import RUN_METRICS, run_trajectory
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
+    from posviz.series.runs import RUN_METRICS, run_trajectory
 
     svg = tmp_path / "f.svg"
     rows = _json_rows(invoke("toeplitzness", "--plot-vs-glue", "--run", str(absolute_run), "--run", str(tisa_run),

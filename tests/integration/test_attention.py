@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from posviz.observe.api import attention
+from posviz.observe.attention import attention
 from posviz.observe.statistics import support_mask
 from posviz.toeplitz.diagonals import diagonal_sums_array as diagonal_sums
 from tests.checkpoint_factory import save_tiny_model as _save

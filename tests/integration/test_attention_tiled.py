@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.errors import OptionError
-from posviz.observe.api import attention
+from posviz.observe.attention import attention
 from posviz.observe.tiled.run import can_capture
 from tests.checkpoint_factory import save_tiny_model as _save
 

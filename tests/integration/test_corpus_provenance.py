@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from posviz.finetune.results import results_path
+from posviz.finetuning.results import results_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 import posviz
 from posviz.cli.app import app
-from posviz.explore.arrays import decode_array, encode_array
+from posviz.explorer.arrays import decode_array, encode_array
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 runner = CliRunner()
@@ -158,9 +158,9 @@ def test_arrays_round_trip():
 def test_vendored_plotly_is_the_recorded_bundle():
     from importlib import resources
 
-    from posviz.explore import page
+    from posviz.explorer import page
 
-    assets = resources.files("posviz.explore").joinpath("assets")
+    assets = resources.files("posviz.explorer").joinpath("assets")
     bundle = assets.joinpath(page.PLOTLY_BUNDLE).read_bytes()
     assert hashlib.sha256(bundle).hexdigest() == page.PLOTLY_SHA256
     assert page.plotly_js()[1] == page.PLOTLY_VERSION
@@ -194,7 +194,7 @@ def test_too_many_models_as_a_process(tmp_path):
 
 
 def test_cli_import_loads_no_plotting_library():
-    code = "import sys, posviz.cli.app; print(sorted(m for m in ('numpy', 'plotly', 'posviz.explore.page') if m in sys.modules))"
+    code = "import sys, posviz.cli.app; print(sorted(m for m in ('numpy', 'plotly', 'posviz.explorer.page') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stderr
 

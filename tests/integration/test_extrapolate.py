@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from posviz.extrapolate.api import extrapolate
+from posviz.extrapolation.extrapolate import extrapolate
 from tests.checkpoint_factory import TINY_CONFIGS, save_tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -127,7 +127,7 @@ def test_head_statistics_match_numpy_and_posviz_attention(models, tokenizer, cor
     default = extrapolate(str(models[kind]), corpus=str(corpus), lengths=[L], max_blocks=3, batch_size=2)  # tiles
     ids = _blocks(tokenizer, corpus, L, 3)
     if kind == "bert":  # the model ran on the masked blocks: measure the same input
-        from posviz.extrapolate.blocks import length_blocks, text_budget
+        from posviz.extrapolation.blocks import length_blocks, text_budget
         from posviz.train.corpus import load_corpus
 
         budget = text_budget(tokenizer, load_corpus([str(corpus)]), L, 3)
@@ -166,7 +166,7 @@ def test_lengths_beyond_a_learned_table_are_na(models, corpus):
     import posviz
 
     r = posviz.extrapolate([str(models["gpt2"]), str(models["llama"])], corpus=str(corpus), lengths="16,32,48", max_blocks=2,
-                           layers="0")  # the public API: the package is callable
+                           layers="0")  # the public API: a plain function
     assert isinstance(r, posviz.ExtrapolationResult)
     recs = {(x["model"], x["length"]): x for x in r.records()}
     gpt2, llama = str(models["gpt2"]), str(models["llama"])
@@ -199,7 +199,7 @@ def test_rope_scaling_is_transformers_own(models, tokenizer, corpus):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from posviz.extrapolate.scaling import parse_scaling
+    from posviz.extrapolation.scaling import parse_scaling
     from posviz.observe.loading import load_model
 
     r = extrapolate(str(models["llama"]), corpus=str(corpus), lengths=[L], max_blocks=3, layers="0",
@@ -250,7 +250,7 @@ def test_dynamic_and_llama3_scaling_are_transformers_own_past_the_trained_length
 
 def test_sliding_window_scores_every_token_once(models, tokenizer, corpus):
     """Stride S: the first window scores all its text, each later one its last S tokens, with the rest as context."""
-    from posviz.extrapolate.blocks import text_budget
+    from posviz.extrapolation.blocks import text_budget
     from posviz.train.corpus import load_corpus
 
     stride = 6
@@ -333,8 +333,8 @@ def test_report_extrapolate_section_is_opt_in(models, corpus, tmp_path):
 
 def test_a_length_the_model_refuses_is_na_and_other_errors_are_raised(absolute_run, train_corpus, monkeypatch):
     """Without the table check, the run's own ValueError at 48 > 32 positions becomes the record's reason."""
-    import posviz.extrapolate.models as models_module
-    from posviz.extrapolate.rows import RowSums
+    import posviz.extrapolation.models as models_module
+    from posviz.extrapolation.rows import RowSums
 
     monkeypatch.setattr(models_module, "table_length", lambda config, declared: None)
     r = extrapolate(str(absolute_run), corpus=str(train_corpus), lengths="32,48", max_blocks=2, layers="0")
@@ -388,7 +388,7 @@ def test_interpolated_table_is_the_table_read_between_its_rows(model_type):
     import torch
     from transformers import AutoConfig, AutoModel
 
-    from posviz.extrapolate.table import interpolate_table
+    from posviz.extrapolation.table import interpolate_table
 
     key, offset, field = _TABLES[model_type]
     torch.manual_seed(0)

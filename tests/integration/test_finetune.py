@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import posviz
 from posviz.cli.app import app
-from posviz.finetune.results import load_results, results_path
+from posviz.finetuning.results import load_results, results_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -75,7 +75,7 @@ APART = 1e-8
 
 def _reordered_pairs(corpus, task: str, tokenizer, n: int = 16) -> list[tuple[str, str]]:
     """``n`` (sentence, its bigram shift or shuffle) pairs of ``corpus`` that fit 32 positions (the runs' --seq-len)."""
-    from posviz.finetune.builtin import make_pairs, sentences
+    from posviz.finetuning.builtin import make_pairs, sentences
     from posviz.train.corpus import load_corpus
 
     pairs = make_pairs(sentences(load_corpus([str(corpus)])), task, n, lambda t: len(tokenizer(t)["input_ids"]) <= 32)
@@ -140,7 +140,7 @@ def test_no_positions_score_exactly_chance_on_bigram_shift(none_run, train_corpu
     margins at most 1.0e-7; the smallest margin on dev 1.9e-3 or more in 79 of 80 probe runs (7.0e-7 in the other),
     8.4e-2 or more on the pairs. Here (pinned corpus, seed 0): 5.2e-3 or more, over 10^5 times the gap.
     """
-    from posviz.finetune.builtin import make_pairs, sentences
+    from posviz.finetuning.builtin import make_pairs, sentences
     from posviz.train.corpus import load_corpus
 
     pairs = make_pairs(sentences(load_corpus([str(train_corpus)])), "bshift", 16, lambda t: len(t.split()) <= 10)

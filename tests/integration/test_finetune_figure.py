@@ -65,11 +65,11 @@ def test_fine_tuned_runs_go_on_the_downstream_panel(albert_cache, fine_tuned, ab
 
 
 def test_the_figure_has_three_panels_with_their_own_y_axes(albert_cache, fine_tuned, absolute_run):
-    from posviz.batch.cache import ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
-    from posviz.compare.downstream import DOWNSTREAM_YLABEL, run_downstream
-    from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label, run_trajectory
     from posviz.plots.scatter import plot_toeplitzness_vs_metric
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreSettings
+    from posviz.series.downstream import DOWNSTREAM_YLABEL, run_downstream
+    from posviz.series.runs import RUN_METRICS, run_toeplitzness_label, run_trajectory
 
     abs_run, _ = fine_tuned
     down = run_downstream(abs_run)
@@ -92,7 +92,7 @@ def test_the_figure_has_three_panels_with_their_own_y_axes(albert_cache, fine_tu
 
 def test_toeplitzness_computed_from_the_checkpoint_when_not_logged(fine_tuned, tmp_path):
     """Steps the log lacks: x from the checkpoint, equal to the log's value and to a dense computation from the file."""
-    from posviz.compare.downstream import run_downstream
+    from posviz.series.downstream import run_downstream
 
     abs_run, _ = fine_tuned
     run = tmp_path / "run"

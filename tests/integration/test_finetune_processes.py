@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from posviz.finetune.results import results_path
+from posviz.finetuning.results import results_path
 from tests.integration.test_train_processes import assert_left_with, driven, torchrun
 
 FAST = ("--steps", "4", "--batch-size", "8", "--lr", "1e-3")

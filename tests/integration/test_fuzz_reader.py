@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import struct
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +21,8 @@ NAME = "embeddings.position_embeddings.weight"
 
 
 @pytest.fixture(scope="module")
-def seed_file():
-    folder = Path(tempfile.mkdtemp(prefix="posviz-fuzz-"))
+def seed_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("posviz-fuzz")  # removed by pytest, unlike a bare mkdtemp
     rng = np.random.default_rng(0)
     save_file({NAME: rng.normal(size=(24, 8)).astype(np.float32), "encoder.w": rng.normal(size=(4, 4)).astype(np.float16)}, folder / "model.safetensors")
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))

@@ -55,7 +55,7 @@ def _stale_row(repo_id: str, null_draws: int) -> dict:
 
 
 def _plant(home: Path, albert_folder: Path) -> None:
-    from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
+    from posviz.scoring.cache import ScoreCache, ScoreSettings, make_key
     from posviz.util.endpoints import DEFAULT_ENDPOINT
 
     cache = ScoreCache(home / ".cache" / "posviz")
@@ -94,8 +94,8 @@ def test_session_environment_points_away_from_the_user_home():
     """Within this session every home and cache folder is the session's temporary one."""
     import huggingface_hub.constants
 
-    from posviz.batch.cache import cache_dir
     from posviz.read.sources import hf_cache_dir
+    from posviz.scoring.cache import cache_dir
 
     home, real_home = Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)
     assert home.name.startswith("posviz-tests-home-") and not home.is_relative_to(real_home)
@@ -119,9 +119,9 @@ def test_property_tests_draw_the_same_examples_and_write_nothing_into_the_checko
 
 def test_planted_cache_would_be_read_without_the_isolation(tmp_path, monkeypatch, tiny_checkpoints):
     """The planted home is a real trap: posviz itself, pointed at it, takes the stale scores."""
-    from posviz.batch.cache import ScoreCache, ScoreSettings
-    from posviz.compare.albert import toeplitzness_vs_performance
     from posviz.read.sources import cached_hub_source
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.cache import ScoreCache, ScoreSettings
 
     home = tmp_path / "home"
     _plant(home, tiny_checkpoints("albert"))

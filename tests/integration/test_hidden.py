@@ -154,7 +154,7 @@ def test_runs_and_run_at_step(absolute_run, none_run, train_corpus):
 def test_seq_len_past_training_runs_table_free_schemes_and_refuses_tables(absolute_run, tisa_run, train_corpus):
     """Both runs trained at 32: TISA has no table and runs at 48 with a warning; absolute's 32-row table refuses 48."""
     from posviz.errors import OptionError
-    from posviz.observe.api import attention
+    from posviz.observe.attention import attention
 
     with pytest.warns(UserWarning, match="past the 32 positions .* trained at"):
         res = hidden(str(tisa_run), corpus=str(train_corpus), seq_len=48, max_blocks=6, probe_blocks=4, layers="0,1")

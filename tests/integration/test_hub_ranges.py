@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from posviz.hub.safetensors_ranges import PREFIX
 from posviz.read.embeddings import load_position_embeddings
-from posviz.read.safetensors_ranges import PREFIX
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

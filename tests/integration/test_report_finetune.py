@@ -88,9 +88,9 @@ def test_fine_tuning_figures_plot_the_medians(fine_tuned, absolute_run, tmp_path
 
 def test_albert_page_puts_fine_tuned_runs_on_their_own_panel(albert_cache, fine_tuned, absolute_run):
     """As --plot-vs-glue --run: the fine-tuned run on a downstream panel, the other run on the masked-LM panel."""
-    from posviz.compare.downstream import DOWNSTREAM_YLABEL
     from posviz.report import ReportOptions, build_context
     from posviz.report.sections import albert
+    from posviz.series.downstream import DOWNSTREAM_YLABEL
 
     abs_run, _ = fine_tuned
     ctx = build_context([str(abs_run), str(absolute_run)], ReportOptions(null_draws=0))

@@ -58,7 +58,7 @@ def test_the_entry_point_is_discovered_in_a_fresh_interpreter(site):
     code = "import importlib.metadata as m; print(sorted(e.name for e in m.entry_points(group='posviz.schemes')))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['broken', 'fire']"
-    code = "from posviz.models.schemes.plugins import known_schemes; print(known_schemes()[-2:])"
+    code = "from posviz.schemes.modules.plugins import known_schemes; print(known_schemes()[-2:])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "('broken', 'fire')"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
-from posviz.batch.scoring import MissingModelsError, ModelRequest, score_models
 from posviz.cli.app import app
+from posviz.scoring.batch import MissingModelsError, ModelRequest, score_models
+from posviz.scoring.cache import ScoreCache, ScoreSettings, make_key
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB = "https://huggingface.co"

@@ -226,8 +226,8 @@ def test_later_ranges_go_straight_to_the_cdn(fake_hub, tmp_path, monkeypatch):
 
 def test_tensors_read_again_when_not_held(hf_cache, planted):
     """Past the holding budget the traced tensors are read again, three at a time: the same verdicts."""
-    from posviz.compare.integrity import Trace, fingerprints, judge
-    from posviz.compare.series import revision_points
+    from posviz.series.integrity import Trace, fingerprints, judge
+    from posviz.series.points import revision_points
 
     for i, rev in enumerate(REVS):
         hf_cache("org/again", planted["step_6k" if rev == "step_2k" else rev], revision=rev, commit=f"{i + 1:040x}")

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
-from posviz.compare.series import parse_step, series_name, step_from_name
+from posviz.series.points import parse_step, series_name, step_from_name
 from tests.checkpoint_factory import build_tiny_checkpoint
 from tests.reference import dense_r2, dense_toeplitzness
 
@@ -208,7 +208,7 @@ def test_mixed_position_counts_refused(hf_cache, tmp_path):
 
 
 def test_series_band_over_seeds():
-    from posviz.compare.series import series_band
+    from posviz.series.points import series_band
 
     rows = [{"series": s, "step": t, "toeplitzness": v} for s, t, v in
             [("a", 0, 0.1), ("b", 0, 0.3), ("a", 10, 0.5), ("b", 10, 0.7), ("a", 20, 0.9)]]

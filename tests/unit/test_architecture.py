@@ -26,8 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "posviz"
 #: Top to bottom: a module may import modules of its own package or of a package further down.
-LAYERS = ("cli", "report", "explore", "plots", "compare", "measures", "finetune", "extrapolate", "observe", "train", "tasks", "batch", "extract", "models", "toeplitz",
-          "positional_scores", "schemes", "read", "util", "errors")
+LAYERS = ("cli", "report", "explorer", "plots", "series", "reference", "measures", "finetuning", "extrapolation", "observe", "train", "tasks",
+          "scoring", "extract", "models", "toeplitz", "positional_scores", "schemes", "read", "hub", "util", "errors")
 #: Modules exempt as importers: the lazy public API and ``python -m posviz``.
 EXEMPT = frozenset({"posviz", "posviz.__main__"})
 MAX_MODULE_LINES = 500
@@ -341,9 +341,9 @@ def test_a_dag_has_no_cycle(tmp_path):
 def test_upward_imports_and_modules_outside_the_layers_are_named(tmp_path):
     package = _tree(tmp_path, {
         "__main__.py": "from posviz.cli.app import main\n",
-        "cli/app.py": "from posviz.batch import scoring\nfrom posviz.cli import common\n",
+        "cli/app.py": "from posviz.scoring import batch\nfrom posviz.cli import common\n",
         "cli/common.py": "",
-        "batch/scoring.py": "def go():\n    from posviz.cli.common import progress\n    import posviz.util.atomic\n",
+        "scoring/batch.py": "def go():\n    from posviz.cli.common import progress\n    import posviz.util.atomic\n",
         "util/atomic.py": "from posviz import errors\nfrom posviz import __version__\n",
         "errors.py": "",
         "trend.py": "",
@@ -351,8 +351,8 @@ def test_upward_imports_and_modules_outside_the_layers_are_named(tmp_path):
     })
     problems = layer_violations(package)
     assert problems == [
-        "posviz/batch/scoring.py:2: posviz.batch.scoring (batch) imports posviz.cli.common (cli), which is above it",
         "posviz/report/sections/heads.py:1: posviz.report.sections.heads imports posviz, the public API (import the defining module)",
+        "posviz/scoring/batch.py:2: posviz.scoring.batch (scoring) imports posviz.cli.common (cli), which is above it",
         "posviz.trend (posviz/trend.py) is in no layer of " + str(LAYERS),
     ]
 
@@ -391,3 +391,25 @@ def test_mentions_of_the_missing_design_file_are_named(tmp_path):
                                            ("posviz", None), ("posviz.trend.fit", None)])
 def test_layer_of(module, layer):
     assert layer_of(module) == layer
+
+
+def test_public_api_has_one_style():
+    """Every public name of ``posviz`` is a plain function, class or constant defined in a module below it: no
+    package made callable by swapping its module class, and importing any subpackage never replaces a public name."""
+    import importlib
+    import types
+
+    import posviz
+
+    for sub in ("explorer", "finetuning", "extrapolation", "series", "scoring", "hub", "reference"):
+        importlib.import_module(f"posviz.{sub}")  # importing a subpackage sets posviz.<sub>, never a public name
+    for name in posviz.__all__:
+        if name == "__version__":
+            continue
+        value = getattr(posviz, name)
+        assert not isinstance(value, types.ModuleType), f"posviz.{name} is a module"
+        assert value.__module__.startswith("posviz."), (name, value.__module__)
+    for name in ("explore", "finetune", "extrapolate", "trajectory", "attention", "hidden", "observe_text"):
+        assert isinstance(getattr(posviz, name), types.FunctionType), name
+    for path in PACKAGE.rglob("__init__.py"):
+        assert "__class__ = " not in path.read_text(encoding="utf-8"), f"{path}: a package made callable"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from posviz.batch import cache as cache_mod
-from posviz.batch.cache import CacheWarning, ScoreCache, ScoreSettings, cache_dir, local_fingerprint, make_key
+from posviz.scoring import cache as cache_mod
+from posviz.scoring.cache import CacheWarning, ScoreCache, ScoreSettings, cache_dir, local_fingerprint, make_key
 
 RESULT = {"model": "org/m", "toeplitzness": 0.75, "toeplitzness_offdiag": 0.5, "null_mean": float("nan"), "rows": [0, 512]}
 
@@ -171,7 +171,7 @@ def test_unwritable_cache_warns_and_goes_on(tmp_path):
 #: its argument, while writing entry 1: half-way through its bytes, just before the rename, just after it.
 _KILLED_WRITER = """
 import builtins, os, signal, sys
-from posviz.batch.cache import ScoreCache, ScoreSettings, make_key
+from posviz.scoring.cache import ScoreCache, ScoreSettings, make_key
 
 point, folder = sys.argv[1], sys.argv[2]
 real_open, real_replace, entry = builtins.open, os.replace, [0]

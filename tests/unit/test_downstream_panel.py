@@ -6,10 +6,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from posviz.compare.downstream import DownstreamPath
-from posviz.compare.trajectories import Trajectory
 from posviz.plots.common import new_figure
 from posviz.plots.scatter import draw_downstream_panel
+from posviz.series.downstream import DownstreamPath
+from posviz.series.runs import Trajectory
 
 
 def path(label: str, points: list[tuple[float, float]], steps=(500, 1000, 2000)) -> DownstreamPath:

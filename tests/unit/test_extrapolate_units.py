@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from posviz.errors import OptionError
-from posviz.extrapolate.api import parse_lengths
-from posviz.extrapolate.blocks import TextBudget, length_blocks
-from posviz.extrapolate.scaling import RopeScaling, parse_scaling
+from posviz.extrapolation.blocks import TextBudget, length_blocks
+from posviz.extrapolation.extrapolate import parse_lengths
+from posviz.extrapolation.scaling import RopeScaling, parse_scaling
 from posviz.observe.lengths import is_rope
 
 
@@ -113,7 +113,7 @@ def test_bad_windows():
 def test_row_sums_match_numpy():
     import torch
 
-    from posviz.extrapolate.rows import RowSums
+    from posviz.extrapolation.rows import RowSums
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 3, 3, 6, 6)) * 3  # batches of (B, H, n, n)
@@ -135,7 +135,7 @@ def test_row_sums_match_numpy():
 
 
 def test_scaling_refused_without_transformers_rope():
-    from posviz.extrapolate.scaling import check_scalable
+    from posviz.extrapolation.scaling import check_scalable
 
     scaling = [RopeScaling("linear", 2)]
     check_scalable("m", {"model_type": "llama"}, scaling)

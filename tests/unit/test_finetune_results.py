@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posviz.finetune.results import median_records, shown_medians
+from posviz.finetuning.results import median_records, shown_medians
 
 
 def seeds(source: str, step: int | None, task: str, metrics: dict[str, list[float]]) -> list[dict]:

@@ -1,6 +1,6 @@
-"""TISA's Table 3 and the score along pre-training (posviz.compare.finetune), checked against hand computations.
+"""TISA's Table 3 and the score along pre-training (posviz.finetuning.tables), checked against hand computations.
 
-Records are written as ``posviz finetune`` writes them (:mod:`posviz.finetune.results`):
+Records are written as ``posviz finetune`` writes them (:mod:`posviz.finetuning.results`):
 per-seed records plus the median records of ``median_records``.
 """
 
@@ -12,9 +12,9 @@ import math
 
 import pytest
 
-from posviz.compare.finetune import AVERAGE, score_by_step, table3, table3_markdown
-from posviz.compare.reference import tisa_glue
-from posviz.finetune.results import median_records
+from posviz.finetuning.results import median_records
+from posviz.finetuning.tables import AVERAGE, score_by_step, table3, table3_markdown
+from posviz.reference import tisa_glue
 from posviz.util.tables import to_csv
 
 
@@ -164,8 +164,8 @@ def test_score_by_step_mean_and_spread_over_seeds():
 
 
 def test_figures_plot_the_tabulated_values(tmp_path):
-    from posviz.compare.finetune import load_configs
-    from posviz.finetune.results import results_path, write_document
+    from posviz.finetuning.results import results_path, write_document
+    from posviz.finetuning.tables import load_configs
     from posviz.plots.finetune import plot_score_by_step, plot_table3
 
     # two runs of one configuration in run folders, read back through the results layout

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from posviz.errors import PosvizError
-from posviz.finetune.builtin import bigram_shift, make_pairs, sentences, shuffled_words
-from posviz.finetune.metrics import compute_metrics
-from posviz.finetune.tasks import load_task
+from posviz.finetuning.builtin import bigram_shift, make_pairs, sentences, shuffled_words
+from posviz.finetuning.metrics import compute_metrics
+from posviz.finetuning.tasks import load_task
 
 
 def _csv(path, rows, header=("text", "label")):

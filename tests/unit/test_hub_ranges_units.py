@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from posviz.errors import CheckpointError
-from posviz.read.remote import FetchStats, _assemble, _gaps
-from posviz.read.slices import SliceStore, store_folder
-from posviz.read.torch_zip import TensorRef, load_state_dict_refs
+from posviz.hub.remote import FetchStats, _assemble, _gaps
+from posviz.hub.slices import SliceStore, store_folder
+from posviz.hub.torch_zip import TensorRef, load_state_dict_refs
 
 
 def _data_pkl(obj) -> bytes:

@@ -1,12 +1,12 @@
-"""batch/layers.py: layer options and the layer loop shared by `posviz heads` and the report."""
+"""scoring/layers.py: layer options and the layer loop shared by `posviz heads` and the report."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from posviz.batch.layers import LayerTable, parse_layers, scan_layers
 from posviz.errors import OptionError
+from posviz.scoring.layers import LayerTable, parse_layers, scan_layers
 
 
 @pytest.mark.parametrize(("layer", "layers", "expected"), [

@@ -95,7 +95,7 @@ def test_listing_the_names_imports_neither_a_measure_nor_importlib_metadata():
     import sys
 
     code = ("import sys; from posviz.measures import measure_names; names = measure_names(); "
-            "print(names[0], 'importlib.metadata' in sys.modules, 'posviz.compare.trajectory' in sys.modules, 'torch' in sys.modules)")
+            "print(names[0], 'importlib.metadata' in sys.modules, 'posviz.series.trajectory' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["toeplitzness", "False", "False", "False"]
 

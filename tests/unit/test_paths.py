@@ -65,7 +65,7 @@ def test_parts_are_joined_under_the_folder(home, monkeypatch, tmp_path):
 
 
 def test_score_cache_and_demo_corpus_share_the_folder(home, monkeypatch):
-    from posviz.batch.cache import ScoreCache
+    from posviz.scoring.cache import ScoreCache
     from posviz.train.corpus import docstrings_cache_file
 
     monkeypatch.setenv("XDG_CACHE_HOME", "~/xdg")

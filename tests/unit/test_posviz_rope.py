@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from posviz.models import PosvizAlbertConfig, PosvizForCausalLM, PosvizForMaskedLM, positional_scores
-from posviz.models.schemes.rope import RotaryEmbedding, apply_rotary
-from posviz.models.schemes.sinusoidal import SinusoidalPositions
+from posviz.schemes.modules.rope import RotaryEmbedding, apply_rotary
+from posviz.schemes.modules.sinusoidal import SinusoidalPositions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posviz.models import PosvizAlbertConfig, PosvizForCausalLM, PosvizForMaskedLM
-from posviz.models.schemes.rope import apply_rotary
+from posviz.schemes.modules.rope import apply_rotary
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

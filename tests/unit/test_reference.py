@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from posviz.compare.reference import METRICS, albert_results, tisa_glue
+from posviz.reference import METRICS, albert_results, tisa_glue
 
 ALBERT_TABLE = """
 | version | size | Average | SQuAD1.1 | SQuAD2.0 | MNLI | SST-2 | RACE |
@@ -128,7 +128,7 @@ def test_tisa_table_wide_and_tidy():
 def test_data_files_cite_their_sources():
     from importlib import resources
 
-    albert = resources.files("posviz.compare.reference").joinpath("albert_v1_v2.csv").read_text(encoding="utf-8")
-    tisa = resources.files("posviz.compare.reference").joinpath("tisa_glue.csv").read_text(encoding="utf-8")
+    albert = resources.files("posviz.reference").joinpath("albert_v1_v2.csv").read_text(encoding="utf-8")
+    tisa = resources.files("posviz.reference").joinpath("tisa_glue.csv").read_text(encoding="utf-8")
     assert "google-research/albert" in albert and "v2 vs v1" in albert
     assert "2106.01950" in tisa and "Table 3" in tisa

@@ -1,5 +1,5 @@
 """One implementation per scheme: the numpy math (posviz.schemes), the torch builders
-(posviz.models.schemes) and transformers' own code agree."""
+(posviz.schemes.modules) and transformers' own code agree."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from posviz.extract.absolute import AbsoluteHeads  # noqa: E402
-from posviz.models.schemes import AlibiScores, T5Scores, TupeScores  # noqa: E402
-from posviz.models.schemes.offsets import expand_offsets  # noqa: E402
 from posviz.positional_scores import PositionalScores  # noqa: E402
 from posviz.schemes import alibi, rope, t5  # noqa: E402
 from posviz.schemes.absolute import LN_MODES, layer_norm  # noqa: E402
+from posviz.schemes.modules import AlibiScores, T5Scores, TupeScores  # noqa: E402
+from posviz.schemes.modules.offsets import expand_offsets  # noqa: E402
 from posviz.schemes.offsets import offset_axis, offset_index  # noqa: E402
 from tests.reference import assert_close  # noqa: E402
 

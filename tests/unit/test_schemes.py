@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from posviz.models.schemes import AlibiScores, T5Scores, TisaScores, TupeScores
+from posviz.schemes.modules import AlibiScores, T5Scores, TisaScores, TupeScores
 from posviz.toeplitz import toeplitz_projection, toeplitzness
 
 

@@ -1,11 +1,11 @@
-"""The verdicts of :mod:`posviz.compare.integrity` on hand-made fingerprints: groups, naming, the threshold."""
+"""The verdicts of :mod:`posviz.series.integrity` on hand-made fingerprints: groups, naming, the threshold."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from posviz.compare.integrity import SUSPECT_RATIO, Fingerprint, judge, relative_distance, summary_lines
-from posviz.compare.series import SeriesPoint
+from posviz.series.integrity import SUSPECT_RATIO, Fingerprint, judge, relative_distance, summary_lines
+from posviz.series.points import SeriesPoint
 
 
 def _fp(step: int, vector, *, files=None, tensors=None, series="s", problem=None) -> Fingerprint:

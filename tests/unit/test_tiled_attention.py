@@ -1,7 +1,7 @@
 """Tiled attention statistics (posviz.observe.tiled) against a dense reference: the softmax of explicit logits.
 
 The reference forms every ``n x n`` map in float64 and scores it with the dense code of
-``posviz.observe.statistics`` and ``posviz.extrapolate.rows`` (and direct formulas for the new statistics);
+``posviz.observe.statistics`` and ``posviz.extrapolation.rows`` (and direct formulas for the new statistics);
 the tiled path never forms one. Tile sizes that do not divide ``n`` and windows cut tiles in every way.
 """
 

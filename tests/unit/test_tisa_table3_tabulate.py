@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posviz.finetune.results import median_records, results_path, write_document
+from posviz.finetuning.results import median_records, results_path, write_document
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tisa_table3_tabulate.py"
 

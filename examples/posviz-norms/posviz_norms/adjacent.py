@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from posviz.measures import Measure
+from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
 
 #: Distances at which the cosine is kept: the next position and one further away.
 DISTANCES = (1, 8)
@@ -25,18 +26,9 @@ def request(options: Any) -> AdjacentRequest:
 
 
 @dataclass
-class AdjacentRequest:
+class AdjacentRequest(HiddenStatesRequest):
     layers: Any = "all"
     name: str = field(default="adjacent-cosine", init=False)
-
-    def check(self) -> None:
-        pass
-
-    def needs_eager(self) -> bool:
-        return False
-
-    def layer_count(self, loaded: Any) -> int:
-        return int(loaded.num_layers) + 1  # the embedding output, then one hidden state per block
 
     def observer(self, run: Any, layers: list[int], batch_size: int) -> Adjacent:
         return Adjacent(layers)
@@ -56,17 +48,11 @@ class AdjacentResult:
                 for row, layer in enumerate(self.layers)]
 
 
-class Adjacent:
+class Adjacent(HiddenStatesObserver):
     """The observer: asks for the hidden states and sums the cosines of each chosen layer."""
 
     def __init__(self, layers: list[int]) -> None:
         self.layers, self.sums, self.pairs, self.blocks = layers, np.zeros((len(layers), len(DISTANCES))), np.zeros(len(DISTANCES)), 0
-
-    def forward_kwargs(self) -> dict[str, Any]:
-        return {"output_hidden_states": True, "attention_mask": True}
-
-    def before(self, ids: Any) -> None:
-        pass
 
     def after(self, ids: Any, out: Any) -> None:
         import torch
@@ -77,9 +63,6 @@ class Adjacent:
                 self.sums[row, j] += float((h[:, :-k] * h[:, k:]).sum())
         self.pairs += [ids.shape[0] * (ids.shape[1] - k) for k in DISTANCES]
         self.blocks += int(ids.shape[0])
-
-    def close(self) -> None:
-        pass
 
     def finish(self, run: Any) -> AdjacentResult:
         return AdjacentResult(run.loaded.label, list(self.layers), self.sums / self.pairs, self.blocks)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
+
 
 def request(options: Any) -> StateNormsRequest:
     """The request of one text pass from posviz's series options (this measure uses ``layers``; default all)."""
@@ -14,22 +16,11 @@ def request(options: Any) -> StateNormsRequest:
 
 
 @dataclass
-class StateNormsRequest:
+class StateNormsRequest(HiddenStatesRequest):
     """Norms of the hidden states of ``layers`` (0 = embedding output) at each position, in a text pass."""
 
     layers: Any = "all"
     name: str = field(default="state-norms", init=False)
-
-    def check(self) -> None:
-        """Nothing to refuse before the model loads."""
-
-    def needs_eager(self) -> bool:
-        """Hidden states only: any attention implementation will do."""
-        return False
-
-    def layer_count(self, loaded: Any) -> int:
-        """The embedding output and one hidden state per block."""
-        return int(loaded.num_layers) + 1
 
     def observer(self, run: Any, layers: list[int], batch_size: int) -> StateNorms:
         """Sums over ``run``'s blocks for the chosen ``layers``."""
@@ -82,19 +73,13 @@ class StateNormsResult:
         return pd.DataFrame(self.records())
 
 
-class StateNorms:
+class StateNorms(HiddenStatesObserver):
     """The observer: asks for every hidden state and adds each chosen layer's norms and largest activations."""
 
     def __init__(self, layers: list[int], n: int) -> None:
         self.layers, self.blocks = layers, 0
         self.norm_sum = np.zeros((len(layers), n))
         self.max_abs = np.zeros((len(layers), n))
-
-    def forward_kwargs(self) -> dict[str, Any]:
-        return {"output_hidden_states": True, "attention_mask": True}
-
-    def before(self, ids: Any) -> None:
-        pass
 
     def after(self, ids: Any, out: Any) -> None:
         import torch
@@ -105,9 +90,6 @@ class StateNorms:
             self.norm_sum[row] += h.norm(dim=-1).sum(dim=0).cpu().numpy()
             self.max_abs[row] = np.maximum(self.max_abs[row], h.abs().amax(dim=(0, 2)).cpu().numpy())
         self.blocks += int(ids.shape[0])
-
-    def close(self) -> None:
-        pass
 
     def finish(self, run: Any) -> StateNormsResult:
         return StateNormsResult(model=run.loaded.label, corpus=run.corpus, layout=run.layout, layers=list(self.layers),

@@ -41,7 +41,7 @@ class TiledObserver:
 
     :class:`~posviz.observe.tiled.capture.TiledCapture` sees each chosen layer's queries and keys; after the first
     batch every chosen layer must have reached it, else :class:`NotCapturable` (the pass falls back to eager maps).
-    Its result is an :class:`~posviz.observe.api.AttentionResult` with the long-context statistics.
+    Its result is an :class:`~posviz.observe.attention.AttentionResult` with the long-context statistics.
     """
 
     def __init__(self, model: Any, layers: Sequence[int], request: Any) -> None:
@@ -77,7 +77,7 @@ class TiledObserver:
             self.bands.detach()
 
     def finish(self, run: Any) -> Any:
-        """The :class:`~posviz.observe.api.AttentionResult` of the pass."""
+        """The :class:`~posviz.observe.attention.AttentionResult` of the pass."""
         from posviz.observe.attention_result import AttentionResult
 
         layers, supports = self.layers, self.capture.supports

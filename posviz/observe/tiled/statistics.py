@@ -1,6 +1,6 @@
 """Per-head statistics of one layer from its tiled sums: today's attention statistics, and those of long context.
 
-Definitions as in :mod:`posviz.observe.statistics` and :mod:`posviz.extrapolate.rows` (docs/definitions.md), over
+Definitions as in :mod:`posviz.observe.statistics` and :mod:`posviz.extrapolation.rows` (docs/definitions.md), over
 the support (the keys a query may see), for blocks ``b = 1 … B``:
 
 * offset profile, positional share and its exact null, sink mass, entropy (raw and normalised by the log of the

@@ -5,7 +5,7 @@ The eight ALBERT checkpoints are scored like ``posviz toeplitzness --plot-vs-glu
 settings. Report inputs with a value given by ``--score MODEL=VALUE`` are placed
 on the same axes; training runs go on a panel of their own: runs with fine-tuning
 results as their fine-tuned checkpoints (Toeplitzness against the mean downstream
-score, :mod:`posviz.compare.downstream`), the others as their trajectory
+score, :mod:`posviz.series.downstream`), the others as their trajectory
 (Toeplitzness against held-out masked-token accuracy); with both kinds, the two
 panels are stacked. A second page lists the plotted values.
 
@@ -43,16 +43,16 @@ def comparison(ctx: ReportContext):
     Returns
     -------
     tuple
-        ``(cmp, notes)``: the :class:`~posviz.compare.albert.PerformanceComparison`
+        ``(cmp, notes)``: the :class:`~posviz.reference.albert.PerformanceComparison`
         with the report's ``--score`` inputs as extra points, labelled as in the
         report, or ``None`` when no ALBERT checkpoint is available; and the
         title-page notes (left out and why, or incomplete).
     """
     if "albert" in ctx.extras:
         return ctx.extras["albert"]
-    from posviz.batch.cache import ScoreCache, ScoreSettings
-    from posviz.batch.scoring import MissingModelsError
-    from posviz.compare.albert import toeplitzness_vs_performance
+    from posviz.reference.albert import toeplitzness_vs_performance
+    from posviz.scoring.batch import MissingModelsError
+    from posviz.scoring.cache import ScoreCache, ScoreSettings
 
     o = ctx.options
     scores: dict[str, float] = {}
@@ -105,8 +105,8 @@ def _fine_tuned(item) -> bool:
 
 def _downstream(ctx: ReportContext):
     """The fine-tuned runs' checkpoints for the downstream panel (runs without positional scores are skipped)."""
-    from posviz.compare.downstream import run_downstream
     from posviz.errors import PosvizError
+    from posviz.series.downstream import run_downstream
 
     paths = []
     for item in ctx.runs:
@@ -123,8 +123,8 @@ def _downstream(ctx: ReportContext):
 
 def _trajectories(ctx: ReportContext):
     """The masked-LM paths of the runs without fine-tuning results (runs without positional scores are skipped)."""
-    from posviz.compare.trajectories import run_trajectory
     from posviz.errors import PosvizError
+    from posviz.series.runs import run_trajectory
 
     paths = []
     for item in ctx.runs:
@@ -154,7 +154,6 @@ def build(ctx: ReportContext) -> list:
 
 
 def _figure_page(ctx: ReportContext, cmp):
-    from posviz.compare.trajectories import RUN_METRICS, run_toeplitzness_label
     from posviz.plots.scatter import (
         downstream_note,
         draw_comparison,
@@ -163,6 +162,7 @@ def _figure_page(ctx: ReportContext, cmp):
         footnote,
         keep_labels_inside,
     )
+    from posviz.series.runs import RUN_METRICS, run_toeplitzness_label
 
     paths, downs = _trajectories(ctx), _downstream(ctx)
     extras = int((cmp.points["kind"] == "extra").sum())
@@ -255,7 +255,7 @@ def _table_page(ctx: ReportContext, cmp):
 
 def methods(ctx: ReportContext) -> list[Block]:
     """Where the benchmark values come from and how the Average is formed."""
-    from posviz.compare.reference import METRICS
+    from posviz.reference import METRICS
 
     metric = METRICS[ctx.options.metric]
     return [

@@ -18,7 +18,7 @@ def build(ctx: ReportContext) -> list:
     """One page for every model together; nothing without ``extrapolate_lengths``."""
     from dataclasses import replace
 
-    from posviz.extrapolate.api import extrapolate
+    from posviz.extrapolation.extrapolate import extrapolate
     from posviz.plots.extrapolate import plot_extrapolation
 
     o = ctx.options

@@ -1,11 +1,11 @@
 """Fine-tuning section: each fine-tuned run's downstream results, a figure and a table.
 
 For every ``posviz train`` run of the report that has ``posviz finetune`` results
-(:mod:`posviz.finetune.results`, inside the run folder), one page: on the left each
+(:mod:`posviz.finetuning.results`, inside the run folder), one page: on the left each
 task's median score over fine-tuning seeds (with min–max), against the pre-training
 step when several checkpoints were fine-tuned, as bars otherwise; on the right the
 run on Figure 2's axes (Toeplitzness of each fine-tuned checkpoint against its mean
-downstream score, :mod:`posviz.compare.downstream`); below, the table of every
+downstream score, :mod:`posviz.series.downstream`); below, the table of every
 median record (step, task, metric, median, min–max, number of seeds), continued on
 further pages when long. Runs without results get no page.
 """
@@ -45,7 +45,7 @@ def table_rows(records: list[dict]) -> list[list[str]]:
 
     A task scored by one metric has a ``score`` equal to it: the two share one row, ``METRIC (= score)``.
     """
-    from posviz.finetune.results import shown_medians
+    from posviz.finetuning.results import shown_medians
 
     return [[str(r["step"]), wrap_label(str(r["task"]), 60, max_lines=1), metric, score(r["value"], 2),
              f"{score(r['min'], 2)} – {score(r['max'], 2)}", str(r["n"])]
@@ -80,11 +80,11 @@ def build(ctx: ReportContext) -> list:
 
 def _panels(fig, item) -> None:
     """Left: each task's median score; right: the run on Figure 2's downstream axes (or why not)."""
-    from posviz.compare.downstream import run_downstream
-    from posviz.compare.trajectories import run_toeplitzness_label
     from posviz.errors import PosvizError
     from posviz.plots.finetune import draw_run_results
     from posviz.plots.scatter import draw_downstream_panel
+    from posviz.series.downstream import run_downstream
+    from posviz.series.runs import run_toeplitzness_label
 
     bottom, height = 0.5, CONTENT_TOP - 0.07 - 0.5
     left = fig.add_axes((MARGIN_LEFT + 0.03, bottom, 0.36, height))

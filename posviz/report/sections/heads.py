@@ -43,8 +43,8 @@ def build(ctx: ReportContext) -> list:
 
 
 def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
-    from posviz.batch.layers import LayerTable, parse_layers, scan_layers
     from posviz.plots.common import short_label
+    from posviz.scoring.layers import LayerTable, parse_layers, scan_layers
 
     meta = heads.metadata()
     shown = set(parse_layers(None, ctx.options.layers, heads.num_layers, item.label))
@@ -64,8 +64,8 @@ def _pages(ctx: ReportContext, item: ReportItem, heads) -> list:
 
 def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
     """The head grid of one layer."""
-    from posviz.batch.layers import first_position
     from posviz.plots.heads import HeadMapOptions, heads_scale_note, plot_heads
+    from posviz.scoring.layers import first_position
 
     stack, layer, line = scored.stack, scored.layer, scored.convention_line
     page = captioned_page(
@@ -82,8 +82,8 @@ def _layer_page(heads, item: ReportItem, label: str, scheme: str, scored):
 
 def _bands_page(item: ReportItem, label: str, meta: dict, scored):
     """RoPE: the head x band energy heatmap, the probe profiles and the high-frequency shares of one layer."""
-    from posviz.batch.layers import LayerTable
     from posviz.plots.rope_bands import plot_rope_bands
+    from posviz.scoring.layers import LayerTable
 
     one = LayerTable(meta)
     one.add(scored)

@@ -1,1 +1,0 @@
-"""Many models or many layers at once: the score cache, scoring plans and the layer loop (see ARCHITECTURE.md)."""
