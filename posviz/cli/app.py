@@ -28,6 +28,7 @@ from posviz.cli import (
     heads,
     heatmap,
     hidden,
+    measure,
     measures,
     report,
     toeplitzness,
@@ -144,6 +145,7 @@ app.command("attention", no_args_is_help=True)(attention.command)
 app.command("hidden", no_args_is_help=True)(hidden.command)
 app.command("explore", no_args_is_help=True)(explore.command)
 app.command("extrapolate", no_args_is_help=True)(extrapolate.command)
+app.command("measure", no_args_is_help=True)(measure.command)
 app.command("measures")(measures.command)
 
 

@@ -15,15 +15,16 @@ def command(
     """List the measures: what each needs from a model, what it reads, where it shows, and who registered it.
 
     Another package adds a measure under the entry-point group posviz.measures (docs/extending.md); it then runs
-    along checkpoints with posviz trajectory --measure NAME, and a measure on text (text_pass in json/csv) also in
-    posviz report and posviz explore with --measure NAME, on the same pass as attention and hidden.
+    along checkpoints with posviz trajectory --measure NAME, on one model with posviz measure NAME MODEL, and a measure
+    on text (text_pass in json/csv) also in posviz report and posviz explore with --measure NAME, on the same pass as
+    attention and hidden.
     """
     from posviz.measures import measures
     from posviz.util.tables import emit, to_csv, to_json
 
     rows = [{"name": m.name, "needs": m.needs, "reads": ", ".join(m.reads), "trajectory": m.has_series,
-             "text_pass": m.request is not None or m.name in ("attention", "hidden"),
-             "command": m.command or (f"posviz report/explore --measure {m.name}" if m.request else ""),
+             "text_pass": m.request is not None,
+             "command": m.command or (f"posviz measure {m.name}" if m.request or m.point else ""),
              "origin": m.origin, "summary": m.summary} for m in measures().values()]
     if fmt.value == "json":
         emit(to_json(rows), None)

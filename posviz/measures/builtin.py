@@ -11,6 +11,13 @@ _TRAJECTORY = "posviz.series.trajectory"
 _VIEWS = "posviz.cli.trajectory"
 _E_P = frozenset({"positions", "table", "normalize", "null_draws", "seed", "allow_missing", "cache"})
 _TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
+_ON_TEXT = "posviz.measures.on_text"
+#: The numbers of one model for ``attention`` (``posviz measure attention``, a report line): means over the chosen heads.
+ATTENTION_COLUMNS = (("toeplitzness_offdiag", "Toeplitzness (off-diag.)"), ("excess_offdiag", "excess over null"),
+                     ("positional_share", "positional share"), ("sink_mass", "sink mass"))
+#: The numbers of one model for ``hidden``: its last measured layer.
+HIDDEN_COLUMNS = (("positional_share", "positional share"), ("toeplitzness_offdiag", "Toeplitzness (off-diag.)"),
+                  ("probe_mae", "probe MAE"))
 
 TOEPLITZNESS = Measure(
     "toeplitzness", "Toeplitzness of P = E_P E_Pᵀ (translation invariance of the position table), with its null",
@@ -29,12 +36,15 @@ ATTENTION = Measure(
     "attention", "The attention a model produces on text: Toeplitzness, positional share, sink mass, entropy, span",
     needs="text", reads=("attention inputs",), options=_TEXT, series=f"{_TRAJECTORY}:attention_series",
     table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.attention:attention",
-    command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums")
+    command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums", request=f"{_ON_TEXT}:attention_request",
+    values=f"{_ON_TEXT}:attention_values", rows=f"{_ON_TEXT}:attention_rows", plot="posviz.cli.measure:attention_plot",
+    columns=ATTENTION_COLUMNS)
 HIDDEN = Measure(
     "hidden", "Position in the hidden states: positional share, Toeplitzness of V_l V_lᵀ, rank, a position probe",
     needs="text", reads=("hidden states",), options=_TEXT | {"seed"}, series=f"{_TRAJECTORY}:hidden_series",
     table=f"{_VIEWS}:hidden_view", figure=f"{_VIEWS}:hidden_figure", run="posviz.observe.hidden:hidden",
-    command="posviz hidden")
+    command="posviz hidden", request=f"{_ON_TEXT}:hidden_request", values=f"{_ON_TEXT}:hidden_values",
+    rows=f"{_ON_TEXT}:hidden_rows", plot="posviz.plots.hidden:plot_hidden", columns=HIDDEN_COLUMNS)
 EXTRAPOLATE = Measure(
     "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
     needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate")

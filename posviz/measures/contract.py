@@ -98,6 +98,10 @@ class Measure:
     plot
         ``"module:function"``: ``function(result, fig=None) -> Figure``, one model's figure drawn into ``fig`` (a
         new figure when ``None``; a report passes its page).
+    rows
+        Text measures, optional: ``"module:function"``, ``function(result, point, where) -> list[dict]``, the rows of
+        one checkpoint of a series (``point``: its ``spec``, ``series`` and ``step``; ``where``: the corpus and its
+        SHA-256). Without it a checkpoint's row is its ``values``.
     origin
         The distribution that registered it (``posviz`` for its own).
     """
@@ -118,6 +122,7 @@ class Measure:
     request: str | None = None
     values: str | None = None
     plot: str | None = None
+    rows: str | None = None
     origin: str = "posviz"
 
     def __post_init__(self) -> None:

@@ -26,26 +26,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from posviz.series.points import SeriesPoint
-
-#: Per-head fields averaged into a checkpoint's attention row.
-FIELDS = ("toeplitzness_offdiag", "null_mean_offdiag", "toeplitzness", "null_mean", "positional_share",
-          "positional_share_null", "sink_mass")
-#: Per-head fields of the tiled path (transformers 5), averaged where the records have them; with ``sink_rate``, the
-#: share of all the chosen heads whose sink mass exceeds the records' ``sink_rate_eps``.
-LONG_CONTEXT_FIELDS = ("entropy_normalised", "span50", "span90")
-#: posviz's measures with their own rows; every registered measure with a text-pass ``request`` joins them.
-TEXT_MEASURES = ("attention", "hidden")
 
 
 def on_one_pass(name: str) -> bool:
-    """Whether the measure called ``name`` can take part in one pass over text (``attention``, ``hidden``, or a
-    registered measure with a text-pass ``request``)."""
+    """Whether the measure called ``name`` can take part in one pass over text: a registered measure with a text-pass
+    ``request`` (``attention``, ``hidden``, ``state-norms``, another package's)."""
     from posviz.measures import get_measure
 
-    return name in TEXT_MEASURES or get_measure(name).request is not None
+    return get_measure(name).request is not None
 
 
 def _tokenizer_for(spec: str) -> str | None:
@@ -73,25 +62,24 @@ def series_blocks(points: Sequence[SeriesPoint], corpus: str | Sequence[str], se
 
 
 def text_series_rows(points: Sequence[SeriesPoint], measures: Sequence[str], *, corpus: str | Sequence[str], seq_len: int,
-                     layers: str = "all", max_blocks: int | None = 64, batch_size: int = 8, probe_blocks: int = 64,
+                     layers: str = "all", max_blocks: int | None = 64, batch_size: int = 8,
                      seed: int = 0) -> dict[str, list[dict[str, Any]]]:
-    """Rows of each of ``measures`` (``attention``, ``hidden``), from one pass per checkpoint on one set of blocks.
+    """Rows of each of ``measures``, from one pass per checkpoint on one set of blocks.
 
     Parameters
     ----------
     points
         From :func:`posviz.series.points.series_points` or ``revision_points``.
     measures
-        ``attention``, ``hidden``, and measures of the registry with a text-pass ``request`` (their rows: the series
-        point, ``series``, ``step`` and the measure's ``values``).
-    corpus, seq_len, max_blocks, batch_size, probe_blocks, seed
+        Measures of the registry with a text-pass ``request`` (``attention``, ``hidden``, ``state-norms``, another
+        package's): their own ``rows`` of each checkpoint, else one row of the series point (``series``, ``step``)
+        and the measure's ``values``.
+    corpus, seq_len, max_blocks, batch_size, seed
         As :func:`posviz.observe.attention.attention` and :func:`posviz.observe.hidden.hidden`.
     layers
         ``attention``: layers whose heads are averaged; ``hidden``: layers measured (0 is the embedding output).
     """
     from posviz.measures import SeriesOptions, get_measure
-    from posviz.observe.attention_pass import AttentionRequest
-    from posviz.observe.hidden_pass import HiddenRequest
     from posviz.observe.text_pass import observe_text
     from posviz.train.processes import process_rank, world_size
     from posviz.util.progress import progress
@@ -99,55 +87,30 @@ def text_series_rows(points: Sequence[SeriesPoint], measures: Sequence[str], *, 
     specs = [corpus] if isinstance(corpus, str) else list(corpus)
     blocks, corpus_sha256 = series_blocks(points, specs, seq_len, max_blocks)
     options = SeriesOptions(corpus=", ".join(specs), seq_len=seq_len, layers=layers, seed=seed)  # what a request reads
-    others = {name: get_measure(name) for name in measures if name not in TEXT_MEASURES}
+    chosen = {name: get_measure(name) for name in measures}
     rank, world = process_rank(), world_size()
     mine = list(points)[rank::world]
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in measures}
+    where = {"corpus": ", ".join(specs), "corpus_sha256": corpus_sha256}
     for p in (progress(mine, "checkpoint") if rank == 0 else mine):
-        requests = [AttentionRequest(layers=layers) if name == "attention" else
-                    HiddenRequest(layers=layers, probe_blocks=probe_blocks, seed=seed) if name == "hidden" else
-                    others[name].load("request")(options) for name in measures]
+        requests = [m.load("request")(options) for m in chosen.values()]
         done = observe_text(p.spec, requests, token_blocks=blocks.ids, block_layout=blocks.layout,
                             special_positions=blocks.special_positions, batch_size=batch_size)
-        where = {"corpus": ", ".join(specs), "corpus_sha256": corpus_sha256}
-        if "attention" in rows:
-            rows["attention"].append(attention_row(done["attention"], p, where))
-        if "hidden" in rows:
-            rows["hidden"] += [{**rec, "model": p.spec, "series": f"{p.series} · layer {rec['layer']}", "run": p.series,
-                                "step": p.step, "measure": "hidden", **where} for rec in done["hidden"].records()]
-        for name, measure in others.items():
-            rows[name].append({"series": p.series, "step": p.step, "source": p.spec, "measure": name, **where,
-                               **measure.load("values")(done[name])})
+        for name, m in chosen.items():
+            rows[name] += checkpoint_rows(m, done[name], p, where)
     if world > 1:
         rows = {name: _gathered(part) for name, part in rows.items()}
-    if "attention" in rows:
-        rows["attention"].sort(key=lambda r: (r["step"], r["series"]))
-    if "hidden" in rows:
-        rows["hidden"].sort(key=lambda r: (r["step"], r["run"], r["layer"]))
-    for name in others:
-        rows[name].sort(key=lambda r: (r["step"], r["series"]))
+    for part in rows.values():  # by step, then series (a hidden row's run), then layer where rows are per layer
+        part.sort(key=lambda r: (r["step"], r.get("run", r["series"]), r.get("layer", -1)))
     return rows
 
 
-def attention_row(result: Any, p: SeriesPoint, where: dict[str, str]) -> dict[str, Any]:
-    """One checkpoint's attention row: means and spread over heads of ``result``'s records, and every head's value."""
-    records = result.records()
-    row: dict[str, Any] = {"model": p.spec, "series": p.series, "step": p.step, "measure": "attention", **where,
-                           "positions": result.seq_len, "blocks": result.blocks, "layers": ",".join(map(str, result.layers)),
-                           "heads": len(records), "causal": result.causal}
-    for name in FIELDS + tuple(f for f in LONG_CONTEXT_FIELDS if f in records[0]):
-        values = np.array([r[name] for r in records], dtype=float)
-        row[name] = float(values.mean())
-        row[f"{name}_sd_over_heads"] = float(values.std())
-    if "sink" in records[0]:
-        row["sink_rate"] = float(np.mean([r["sink"] for r in records]))
-        row["sink_rate_eps"] = records[0]["sink_rate_eps"]
-    for name, null in (("toeplitzness_offdiag", "null_mean_offdiag"), ("toeplitzness", "null_mean")):
-        suffix = name.removeprefix("toeplitzness")
-        row["excess" + suffix] = (row[name] - row[null]) / (1 - row[null]) if row[null] < 1 else float("nan")
-    for r in records:
-        row[f"toeplitzness_offdiag_l{r['layer']}_h{r['head']}"] = r["toeplitzness_offdiag"]
-    return row
+def checkpoint_rows(measure: Any, result: Any, p: SeriesPoint, where: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows of one checkpoint: the measure's own ``rows``, else one row of its ``values``."""
+    if measure.rows:
+        return measure.load("rows")(result, p, where)
+    return [{"series": p.series, "step": p.step, "source": p.spec, "measure": measure.name, **where,
+             **measure.load("values")(result)}]
 
 
 def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len: int, layers: str = "all",
@@ -158,11 +121,10 @@ def attention_series_rows(points: Sequence[SeriesPoint], *, corpus: str, seq_len
 
 
 def hidden_series_rows(points: Sequence[SeriesPoint], *, corpus: str | Sequence[str], seq_len: int, layers: str = "all",
-                       max_blocks: int | None = 64, batch_size: int = 8, probe_blocks: int = 64,
-                       seed: int = 0) -> list[dict[str, Any]]:
+                       max_blocks: int | None = 64, batch_size: int = 8, seed: int = 0) -> list[dict[str, Any]]:
     """``--measure hidden``: one row per checkpoint and layer, sorted by step then series (:func:`text_series_rows`)."""
     return text_series_rows(points, ["hidden"], corpus=corpus, seq_len=seq_len, layers=layers, max_blocks=max_blocks,
-                            batch_size=batch_size, probe_blocks=probe_blocks, seed=seed)["hidden"]
+                            batch_size=batch_size, seed=seed)["hidden"]
 
 
 def _gathered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -80,10 +80,10 @@ def test_a_plugin_measure_is_listed(site, monkeypatch):
     rows = {r["name"]: r for r in json.loads(res.stdout)}
     assert list(rows)[: len(BUILT_IN_NAMES)] == list(BUILT_IN_NAMES)
     assert rows["table-norm"] | {"summary": None} == {"name": "table-norm", "needs": "weights", "reads": "position table",
-                                                      "trajectory": True, "text_pass": False, "command": "",
+                                                      "trajectory": True, "text_pass": False, "command": "posviz measure table-norm",
                                                       "origin": "posviz-norms", "summary": None}
     assert rows["heads"]["trajectory"] is False and rows["attention"]["needs"] == "text"
-    assert rows["state-norms"]["text_pass"] and rows["state-norms"]["command"] == "posviz report/explore --measure state-norms"
+    assert rows["state-norms"]["text_pass"] and rows["state-norms"]["command"] == "posviz measure state-norms"
 
 
 def test_a_plugin_measure_runs_along_a_series(site, series, monkeypatch, tmp_path):
@@ -174,3 +174,25 @@ def test_a_plugin_measure_on_text_joins_the_pass_in_every_front_end(site, monkey
 
     tab = page_data(out.with_suffix(".html").read_text(encoding="utf-8"))["models"][0]["corpus"]["measures"]["adjacent-cosine"]
     assert tab["origin"] == "posviz-norms" and len(tab["records"]) == 7
+
+
+def test_posviz_measure_runs_a_plugin_measure_on_one_model(site, monkeypatch, minilm_dir, train_corpus, tmp_path):
+    """``posviz measure NAME MODEL``: the plugin's text measure on one model, its records equal to one pass of the
+    library (the same request, corpus and blocks), as JSON and as a table."""
+    from posviz.measures import SeriesOptions, get_measure
+    from posviz.observe.text_pass import observe_text
+
+    monkeypatch.syspath_prepend(str(site))
+    out = tmp_path / "adjacent.json"
+    res = cli("measure", "adjacent-cosine", str(minilm_dir), "--corpus", str(train_corpus), "--seq-len", "32",
+              "--max-blocks", "4", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    records = json.loads(out.read_text())
+    result = observe_text(str(minilm_dir), [get_measure("adjacent-cosine").load("request")(SeriesOptions())],
+                          corpus=str(train_corpus), seq_len=32, max_blocks=4)["adjacent-cosine"]
+    assert [r["layer"] for r in records] == list(range(7))
+    assert [r["cos_1"] for r in records] == pytest.approx([r["cos_1"] for r in result.records()], rel=1e-12)
+    table = cli("measure", "adjacent-cosine", str(minilm_dir), "--corpus", str(train_corpus), "--seq-len", "32",
+                "--max-blocks", "4")
+    assert table.exit_code == 0 and "adjacent-cosine: Cosine between" in table.output and "from posviz-norms" in table.output
+    assert len([line for line in table.output.splitlines() if line.split()[:1] in (["0"], ["6"])]) == 2

@@ -224,3 +224,34 @@ def test_report_refuses_a_measure_it_cannot_run_in_one_line(minilm_dir, tmp_path
     res = CliRunner().invoke(app, ["report", str(minilm_dir), "--no-albert", "-o", str(out), *args])
     assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output
     assert not out.exists()
+
+
+def test_posviz_measure_runs_attention_as_the_library_does(minilm_dir, text, counted, tmp_path):
+    """``posviz measure attention MODEL``, the registry's generic one-model command: one load and one pass, records
+    equal to ``posviz.attention`` on every layer (what the measure's request asks for), and its figure."""
+    import json
+
+    import matplotlib.image
+
+    import posviz
+
+    out, fig = tmp_path / "a.json", tmp_path / "a.png"
+    res = CliRunner().invoke(app, ["measure", "attention", str(minilm_dir), "--corpus", str(text), "--seq-len", str(N),
+                                   "--max-blocks", str(BLOCKS), "-o", str(out), "-o", str(fig)])
+    assert res.exit_code == 0, res.output
+    assert counted["loads"] == 1
+    alone = posviz.attention(str(minilm_dir), corpus=str(text), seq_len=N, max_blocks=BLOCKS, layers="all").records()
+    _close(json.loads(out.read_text()), alone, ("toeplitzness_offdiag", "positional_share", "sink_mass"), 1e-9)
+    assert matplotlib.image.imread(fig).shape[0] > 100
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["toeplitzness", "m"], "runs along checkpoints only (posviz trajectory --measure toeplitzness), or with its own "
+                            "command: posviz toeplitzness m"),
+    (["nope", "m"], "unknown measure 'nope'"),
+    (["state-norms", "m", "--seq-len", "1"], "--seq-len"),
+])
+def test_posviz_measure_refuses_in_one_line(args, says, tmp_path):
+    res = CliRunner().invoke(app, ["measure", *args, "-o", str(tmp_path / "x.json")])
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "x.json").exists()
