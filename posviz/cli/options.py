@@ -160,10 +160,11 @@ def text_measures(names: list[str], corpus: str | None) -> tuple[str, ...]:
     from posviz.measures import get_measure, measures
 
     for name in names:
-        if name in ("attention", "hidden"):
+        measure = get_measure(name)
+        if measure.report is not None and measure.request is not None:
             raise OptionError(f"--measure {name} has its own section", f"use --corpus or --{name}-corpus")
-        if get_measure(name).request is None:
-            able = [m.name for m in measures().values() if m.request is not None]
+        if measure.request is None:
+            able = [m.name for m in measures().values() if m.request is not None and m.report is None]
             raise OptionError(f"--measure {name} does not run on a text pass", f"choose one of {', '.join(able) or '(none installed)'}")
     if names and corpus is None:
         raise OptionError(f"--measure {names[0]} runs on text", "add --corpus FILE (or cpython-3.11.7-docstrings[:N])")

@@ -12,6 +12,7 @@ _VIEWS = "posviz.cli.trajectory"
 _E_P = frozenset({"positions", "table", "normalize", "null_draws", "seed", "allow_missing", "cache"})
 _TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
 _ON_TEXT = "posviz.measures.on_text"
+_SECTIONS = "posviz.report.sections"
 #: The numbers of one model for ``attention`` (``posviz measure attention``, a report line): means over the chosen heads.
 ATTENTION_COLUMNS = (("toeplitzness_offdiag", "Toeplitzness (off-diag.)"), ("excess_offdiag", "excess over null"),
                      ("positional_share", "positional share"), ("sink_mass", "sink mass"))
@@ -23,7 +24,7 @@ TOEPLITZNESS = Measure(
     "toeplitzness", "Toeplitzness of P = E_P E_Pᵀ (translation invariance of the position table), with its null",
     needs="weights", reads=("position table",), options=_E_P, series=f"{_TRAJECTORY}:toeplitzness_series",
     table=f"{_VIEWS}:toeplitzness_view", figure=f"{_VIEWS}:toeplitzness_figure", run="posviz.scoring.model:score_model",
-    command="posviz toeplitzness")
+    command="posviz toeplitzness", report=f"{_SECTIONS}.heatmaps:SECTION")
 BANDS = Measure(
     "bands", "RoPE band usage per head: the share of each head's query/key energy in the high-frequency bands",
     needs="weights", reads=("query/key weights",), options=frozenset({"layers", "probe", "positions"}),
@@ -31,23 +32,26 @@ BANDS = Measure(
     command="posviz heads")
 HEADS = Measure(
     "heads", "Per-head positional attention from the weights: position-only logits, offset profiles, Toeplitzness",
-    needs="weights", reads=("position table", "query/key weights"), run="posviz:open_heads", command="posviz heads")
+    needs="weights", reads=("position table", "query/key weights"), run="posviz:open_heads", command="posviz heads",
+    report=f"{_SECTIONS}.heads:SECTION")
 ATTENTION = Measure(
     "attention", "The attention a model produces on text: Toeplitzness, positional share, sink mass, entropy, span",
     needs="text", reads=("attention inputs",), options=_TEXT, series=f"{_TRAJECTORY}:attention_series",
     table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.attention:attention",
     command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums", request=f"{_ON_TEXT}:attention_request",
     values=f"{_ON_TEXT}:attention_values", rows=f"{_ON_TEXT}:attention_rows", plot="posviz.cli.measure:attention_plot",
-    columns=ATTENTION_COLUMNS)
+    columns=ATTENTION_COLUMNS, report=f"{_SECTIONS}.attention:SECTION")
 HIDDEN = Measure(
     "hidden", "Position in the hidden states: positional share, Toeplitzness of V_l V_lᵀ, rank, a position probe",
     needs="text", reads=("hidden states",), options=_TEXT | {"seed"}, series=f"{_TRAJECTORY}:hidden_series",
     table=f"{_VIEWS}:hidden_view", figure=f"{_VIEWS}:hidden_figure", run="posviz.observe.hidden:hidden",
     command="posviz hidden", request=f"{_ON_TEXT}:hidden_request", values=f"{_ON_TEXT}:hidden_values",
-    rows=f"{_ON_TEXT}:hidden_rows", plot="posviz.plots.hidden:plot_hidden", columns=HIDDEN_COLUMNS)
+    rows=f"{_ON_TEXT}:hidden_rows", plot="posviz.plots.hidden:plot_hidden", columns=HIDDEN_COLUMNS,
+    report=f"{_SECTIONS}.hidden:SECTION")
 EXTRAPOLATE = Measure(
     "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
-    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate")
+    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate",
+    report=f"{_SECTIONS}.extrapolate:SECTION")
 
 #: posviz's measures, in the order they are listed.
 BUILT_IN = (TOEPLITZNESS, BANDS, HEADS, ATTENTION, HIDDEN, EXTRAPOLATE)

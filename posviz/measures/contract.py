@@ -102,6 +102,10 @@ class Measure:
         Text measures, optional: ``"module:function"``, ``function(result, point, where) -> list[dict]``, the rows of
         one checkpoint of a series (``point``: its ``spec``, ``series`` and ``step``; ``where``: the corpus and its
         SHA-256). Without it a checkpoint's row is its ``values``.
+    report
+        ``"module:attribute"``: its own section of ``posviz report`` (a :class:`posviz.report.section.Section`), placed
+        in registry order among the measures' sections. A text measure without one shows, when asked with
+        ``--measure``, on the report's page of other measures on text (its ``plot`` or records, and ``values``).
     origin
         The distribution that registered it (``posviz`` for its own).
     """
@@ -123,6 +127,7 @@ class Measure:
     values: str | None = None
     plot: str | None = None
     rows: str | None = None
+    report: str | None = None
     origin: str = "posviz"
 
     def __post_init__(self) -> None:

@@ -45,7 +45,7 @@ def render_report(ctx: ReportContext, path: str | os.PathLike, sections: Sequenc
     path
         Target ``.pdf`` file (replaced only when the report is complete).
     sections
-        Sections in page order; default :data:`posviz.report.sections.SECTIONS`.
+        Sections in page order; default :func:`posviz.report.sections.sections` (the registry's, in its order).
 
     Returns
     -------
@@ -56,10 +56,11 @@ def render_report(ctx: ReportContext, path: str | os.PathLike, sections: Sequenc
     from matplotlib.backends.backend_pdf import PdfPages
 
     from posviz.report.layout import add_footer
-    from posviz.report.sections import SECTIONS, title
+    from posviz.report.sections import sections as all_sections
+    from posviz.report.sections import title
     from posviz.util.atomic import atomic_path
 
-    sections = SECTIONS if sections is None else sections
+    sections = all_sections() if sections is None else sections
     path = Path(path)
     n_title = title.page_count(ctx)
     footer = f"posviz {ctx.version} · {ctx.date} · {_short(ctx.title, 90)}"

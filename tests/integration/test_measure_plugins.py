@@ -196,3 +196,47 @@ def test_posviz_measure_runs_a_plugin_measure_on_one_model(site, monkeypatch, mi
                 "--max-blocks", "4")
     assert table.exit_code == 0 and "adjacent-cosine: Cosine between" in table.output and "from posviz-norms" in table.output
     assert len([line for line in table.output.splitlines() if line.split()[:1] in (["0"], ["6"])]) == 2
+
+
+SECTION_PLUGIN = '''
+from posviz.measures import Measure
+from posviz.report.section import Section
+
+
+def build(ctx):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.27, 11.69))
+    fig.text(0.1, 0.5, "Weight norms of " + ", ".join(item.label for item in ctx.items))
+    return [fig]
+
+
+def point(source, options):
+    return {"norm": 1.0}
+
+
+SECTION = Section("weight-norms", "Weight norms (a section of another package)", build)
+MEASURE = Measure("weight-norms", "A plugin's measure with a report section of its own", needs="weights",
+                  point="posviz_section:point", columns=(("norm", "norm"),), report="posviz_section:SECTION")
+'''
+
+
+def test_a_plugin_measure_brings_its_own_report_section(minilm_dir, monkeypatch, tmp_path):
+    """A measure's ``report`` part is a section of the report, in registry order (after posviz's measures, before the
+    methods page), with no change to posviz."""
+    from pypdf import PdfReader
+
+    package = tmp_path / "src" / "posviz_section"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(SECTION_PLUGIN)
+    site = tmp_path / "site"
+    _install(site, "posviz-section", "[posviz.measures]\nweight-norms = posviz_section:MEASURE\n", package)
+    monkeypatch.syspath_prepend(str(site))
+    out = tmp_path / "r.pdf"
+    res = cli("report", str(minilm_dir), "--no-albert", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    reader = PdfReader(out)
+    titles = [item.title for item in reader.outline if not isinstance(item, list)]
+    assert titles.index("Weight norms (a section of another package)") == titles.index("Methods") - 1
+    assert titles.index("Weight norms (a section of another package)") > titles.index("Per-head positional attention")
+    assert "Weight norms of" in " ".join(page.extract_text() for page in reader.pages)

@@ -251,7 +251,7 @@ def test_bad_model_keeps_existing_report(tmp_path):
 
 def test_failing_section_leaves_no_partial_file(tmp_path):
     from posviz.report import Section, build_context, render_report
-    from posviz.report.sections import SECTIONS
+    from posviz.report.sections import sections as all_sections
 
     def broken(ctx):
         raise RuntimeError("section failed mid-report")
@@ -259,7 +259,8 @@ def test_failing_section_leaves_no_partial_file(tmp_path):
     out = tmp_path / "r.pdf"
     out.write_bytes(b"%PDF old report")
     ctx = build_context(["sinusoidal:64x8"])
-    sections = [*SECTIONS[:2], Section("broken", "Broken", broken), *SECTIONS[2:]]
+    every = all_sections()
+    sections = [*every[:2], Section("broken", "Broken", broken), *every[2:]]
     with pytest.raises(RuntimeError, match="mid-report"):
         render_report(ctx, out, sections)
     assert out.read_bytes() == b"%PDF old report"
