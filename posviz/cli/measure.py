@@ -34,6 +34,7 @@ def command(
     """
     from posviz.errors import OptionError
     from posviz.measures import SeriesOptions, get_measure
+    from posviz.series.trajectory import refuse_options
 
     measure = get_measure(name)
     figures, texts = split_outputs(output, force=force)
@@ -41,6 +42,7 @@ def command(
         raise OptionError(f"measure {name!r} draws no figure for one model", "write .txt, .csv or .json")
     options = SeriesOptions(corpus=", ".join(corpus) if corpus else None, seq_len=seq_len, max_blocks=max_blocks,
                             layers=layers, seed=seed)
+    refuse_options(measure, options)  # as posviz trajectory: an option the measure does not use is one line, exit 2
     if measure.request:
         result = _on_text(measure, model, options, corpus, batch_size)
     elif measure.point:

@@ -121,7 +121,7 @@ def trajectory(
         return on_text(points, together, options)
     if chosen is None:
         chosen = get_measure(measure_for(points[0].spec), series=True)
-    _refuse_options(chosen, options)
+    refuse_options(chosen, options)
     if chosen.series:
         return chosen.load("series")(points, options)
     if chosen.point:
@@ -140,13 +140,13 @@ def _together(names: list[str], options: Any) -> list[str]:
         raise OptionError(f"--measure {','.join(names)}: several measures run together only as text measures on one pass, "
                           f"each once: {', '.join(able)}", "or run one measure at a time")
     used = frozenset().union(*(m.options for m in measures_))
-    _refuse_options(_Joint(",".join(names), used), options)
+    refuse_options(_Joint(",".join(names), used), options)
     return names
 
 
 @dataclass(frozen=True)
 class _Joint:
-    """Several text measures as :func:`_refuse_options` sees them: a name and the options any of them uses."""
+    """Several text measures as :func:`refuse_options` sees them: a name and the options any of them uses."""
 
     name: str
     options: frozenset[str]
@@ -157,7 +157,7 @@ def _flag(option: str) -> str:
     return "--no-cache" if option == "cache" else "--" + option.replace("_", "-")
 
 
-def _refuse_options(measure: Any, options: Any) -> None:
+def refuse_options(measure: Any, options: Any) -> None:
     """One line for options given that ``measure`` does not use, naming posviz's measures that do."""
     from posviz.measures.builtin import BUILT_IN
 

@@ -250,6 +250,7 @@ def test_posviz_measure_runs_attention_as_the_library_does(minilm_dir, text, cou
                             "command: posviz toeplitzness m"),
     (["nope", "m"], "unknown measure 'nope'"),
     (["state-norms", "m", "--seq-len", "1"], "--seq-len"),
+    (["state-norms", "m", "--seed", "3"], "--seed does not apply to --measure state-norms"),
 ])
 def test_posviz_measure_refuses_in_one_line(args, says, tmp_path):
     res = CliRunner().invoke(app, ["measure", *args, "-o", str(tmp_path / "x.json")])
