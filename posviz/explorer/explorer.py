@@ -131,7 +131,8 @@ def explore(
         Up to :data:`MAX_MODELS` model folders, weight files, hub ids, packaged models, run folders
         (with a Series tab along their checkpoints) or controls (``sinusoidal:512x384``).
     corpus
-        A corpus (as ``posviz attention`` reads it) for the Attention and Hidden-states tabs; ``None``: no such tabs.
+        A corpus (as ``posviz attention`` reads it) for the corpus tabs: one per measure of the registry with a tab of
+        its own (Attention, Hidden states), all from one pass over the text; ``None``: no such tabs.
     heads
         Include the Heads tab (every layer's position-only map of every head).
     layers
@@ -147,8 +148,8 @@ def explore(
     progress
         Progress bars on stderr.
     measured
-        Text measures already run, by model: ``{spec: {"attention": AttentionResult, "hidden": HiddenResult}}`` (a
-        report's passes); the Attention and Hidden-states tabs show them instead of running the model again.
+        Text measures already run, by model: ``{spec: {"attention": AttentionResult, "hidden": HiddenResult, ...}}``
+        (a report's passes); the corpus tabs show them instead of running the model again.
     measures
         With ``corpus``: other measures of the registry that run on text (``state-norms``, another package's), on the
         same pass, in a Measures tab.
@@ -175,14 +176,14 @@ def explore(
     entries = [_model_entry(m, heads=heads, layers=layers, max_positions=max_positions, positions=positions, table=table,
                             null_draws=null_draws, seed=seed, progress=progress) for m in models]
     if corpus is not None:
-        from posviz.explorer.corpus import corpus_view, corpus_view_of
+        from posviz.explorer.corpus import corpus_view, corpus_view_of, tab_measures
         from posviz.read.embeddings import is_synthetic
 
+        wanted = [m.name for m in tab_measures()] + list(measures)
         for entry, spec in zip(entries, models, strict=True):
             done = (measured or {}).get(spec, {})
-            wanted = ["attention", "hidden", *measures]
             if all(name in done and not isinstance(done[name], Exception) for name in wanted):
-                entry["corpus"] = corpus_view_of(done["attention"], done["hidden"], {name: done[name] for name in measures})
+                entry["corpus"] = corpus_view_of(done, measures)
             elif not is_synthetic(spec):  # what failed in the report fails here again, with its own error
                 entry["corpus"] = corpus_view(spec, corpus, seq_len=seq_len, max_blocks=max_blocks, layers=layers,
                                               progress=progress, measures=measures)

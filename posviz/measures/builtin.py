@@ -13,6 +13,7 @@ _E_P = frozenset({"positions", "table", "normalize", "null_draws", "seed", "allo
 _TEXT = frozenset({"corpus", "seq_len", "max_blocks", "layers"})
 _ON_TEXT = "posviz.measures.on_text"
 _SECTIONS = "posviz.report.sections"
+_TABS = "posviz.explorer.corpus"
 #: The numbers of one model for ``attention`` (``posviz measure attention``, a report line): means over the chosen heads.
 ATTENTION_COLUMNS = (("toeplitzness_offdiag", "Toeplitzness (off-diag.)"), ("excess_offdiag", "excess over null"),
                      ("positional_share", "positional share"), ("sink_mass", "sink mass"))
@@ -40,14 +41,14 @@ ATTENTION = Measure(
     table=f"{_VIEWS}:attention_view", figure=f"{_VIEWS}:attention_figure", run="posviz.observe.attention:attention",
     command="posviz attention", accumulator="posviz.observe.tiled.sums:TiledSums", request=f"{_ON_TEXT}:attention_request",
     values=f"{_ON_TEXT}:attention_values", rows=f"{_ON_TEXT}:attention_rows", plot="posviz.cli.measure:attention_plot",
-    columns=ATTENTION_COLUMNS, report=f"{_SECTIONS}.attention:SECTION")
+    columns=ATTENTION_COLUMNS, report=f"{_SECTIONS}.attention:SECTION", explorer=f"{_TABS}:ATTENTION_TAB")
 HIDDEN = Measure(
     "hidden", "Position in the hidden states: positional share, Toeplitzness of V_l V_lᵀ, rank, a position probe",
     needs="text", reads=("hidden states",), options=_TEXT | {"seed"}, series=f"{_TRAJECTORY}:hidden_series",
     table=f"{_VIEWS}:hidden_view", figure=f"{_VIEWS}:hidden_figure", run="posviz.observe.hidden:hidden",
     command="posviz hidden", request=f"{_ON_TEXT}:hidden_request", values=f"{_ON_TEXT}:hidden_values",
     rows=f"{_ON_TEXT}:hidden_rows", plot="posviz.plots.hidden:plot_hidden", columns=HIDDEN_COLUMNS,
-    report=f"{_SECTIONS}.hidden:SECTION")
+    report=f"{_SECTIONS}.hidden:SECTION", explorer=f"{_TABS}:HIDDEN_TAB")
 EXTRAPOLATE = Measure(
     "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
     needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate",

@@ -106,6 +106,11 @@ class Measure:
         ``"module:attribute"``: its own section of ``posviz report`` (a :class:`posviz.report.section.Section`), placed
         in registry order among the measures' sections. A text measure without one shows, when asked with
         ``--measure``, on the report's page of other measures on text (its ``plot`` or records, and ``values``).
+    explorer
+        ``"module:attribute"``: its own tab among ``posviz explore --corpus``'s tabs (a
+        :class:`posviz.explorer.tab.ExplorerTab`), for a measure the page's script has a view of
+        (:data:`posviz.explorer.tab.PAGE_VIEWS`). A text measure without one shows, when asked with ``--measure``, on the
+        explorer's Measures tab (its ``values`` and records).
     origin
         The distribution that registered it (``posviz`` for its own).
     """
@@ -128,6 +133,7 @@ class Measure:
     plot: str | None = None
     rows: str | None = None
     report: str | None = None
+    explorer: str | None = None
     origin: str = "posviz"
 
     def __post_init__(self) -> None:
@@ -143,6 +149,8 @@ class Measure:
         if self.request and (self.needs != "text" or not self.values or not self.columns):
             problems.append("a measure with a text-pass request needs text, and gives its values and their columns")
         unknown = set(self.options) - {f.name for f in fields(SeriesOptions)}
+        if self.explorer and not self.request:
+            problems.append("an explorer tab is drawn from a text-pass result: it needs a request")
         if unknown:
             problems.append(f"options {', '.join(sorted(unknown))} are not series options")
         if problems:

@@ -134,6 +134,20 @@ def test_corpus_tabs_hold_attention_and_hidden_records(absolute_run, train_corpu
     direct = posviz.attention(str(absolute_run), corpus=str(train_corpus), seq_len=32, max_blocks=4, layers="all").records()
     assert [r["toeplitzness_offdiag"] for r in corpus["attention"]["records"]] == pytest.approx([r["toeplitzness_offdiag"] for r in direct])
     assert [r["layer"] for r in corpus["hidden"]["records"]] == corpus["hidden"]["layers"]
+    assert corpus["tabs"] == [{"name": "attention", "title": "Attention"}, {"name": "hidden", "title": "Hidden states"}]
+
+
+def test_corpus_tabs_are_a_loop_over_the_registry(absolute_run, train_corpus, monkeypatch):
+    """A measure's corpus tab is its registry entry's ``explorer`` part: without it, no tab and no run of it."""
+    from dataclasses import replace
+
+    import posviz.measures.builtin as builtin
+
+    monkeypatch.setattr(builtin, "BUILT_IN", tuple(replace(m, explorer=None) if m.name == "hidden" else m for m in builtin.BUILT_IN))
+    page = posviz.explore(str(absolute_run), corpus=str(train_corpus), seq_len=32, max_blocks=4, heads=False)
+    corpus = page.data["models"][0]["corpus"]
+    assert corpus["tabs"] == [{"name": "attention", "title": "Attention"}] and "hidden" not in corpus
+    assert len(corpus["attention"]["records"]) > 0
 
 
 def test_api_saves_and_shows_inline(tmp_path):

@@ -224,6 +224,9 @@ def test_attention_tab_shows_spans_sink_rate_and_the_received_curve(browser, abs
         # titles and menus show the run's folder name, the provenance its full path
         assert page.title() == f"posviz explorer: {absolute_run.name}"
         assert str(absolute_run) in page_data.data["models"][0]["name"]
+        # the corpus tabs, one per measure of the registry with a view on the page, in registry order
+        buttons = page.locator("#tabs button").all_inner_texts()
+        assert "Attention" in buttons and buttons[buttons.index("Attention") + 1] == "Hidden states"
         page.click("#tabbtn-attention")
         page.wait_for_function("document.getElementById('attn-profile') && document.getElementById('attn-profile').data")
         headers = page.locator("#attn-table th").all_inner_texts()

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"options": frozenset({"layers", "depth"})}, "options depth are not series options"),
     ({"needs": "text", "request": "a:b"}, "a measure with a text-pass request needs text, and gives its values"),
     ({"request": "a:b", "values": "c:d", "columns": (("x", "x"),)}, "a measure with a text-pass request needs text"),
+    ({"explorer": "a:B"}, "an explorer tab is drawn from a text-pass result"),
 ])
 def test_a_measure_that_breaks_the_contract_is_refused(fields, says):
     with pytest.raises(OptionError, match=says):
@@ -41,6 +42,9 @@ def test_posviz_measures_and_their_parts_exist():
         for part in ("series", "point", "table", "figure", "run", "accumulator", "request", "values", "plot"):
             if getattr(m, part):
                 assert callable(m.load(part)), (m.name, part)
+        for part in ("report", "explorer"):
+            if getattr(m, part):
+                assert m.load(part).title, (m.name, part)
         # a series shows its own table and figure, or (a point or a text-pass request) those of its columns
         assert m.origin == "posviz" and (m.table and m.figure or m.columns) or not m.has_series
 
@@ -105,3 +109,14 @@ def test_entry_point_names_are_read_from_the_files():
 
     text = "[console_scripts]\nposviz = a:b\n\n[posviz.measures]\ntable-norm = posviz_norms:MEASURE\n# x = y\n[other]\nz = w\n"
     assert _group_names(text) == {"table-norm"}
+
+
+def test_the_page_draws_a_view_for_each_measure_with_an_explorer_tab():
+    """The explorer's script has a view (``VIEWS``) for exactly the measures of ``PAGE_VIEWS``, and every posviz
+    measure with an explorer tab is one of them."""
+    from posviz.explorer.tab import PAGE_VIEWS
+
+    script = (ROOT / "posviz" / "explorer" / "assets" / "explorer.js").read_text(encoding="utf-8")
+    views = re.search(r"const VIEWS = \{([^}]*)\}", script)
+    assert views and tuple(re.findall(r"(\w+):", views.group(1))) == PAGE_VIEWS
+    assert [m.name for m in BUILT_IN if m.explorer] == list(PAGE_VIEWS)

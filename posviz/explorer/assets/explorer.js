@@ -355,8 +355,6 @@
     pick.addEventListener("change", () => { box.replaceChildren(); render(box, models[+pick.value].corpus); });
     return render(box, models[0].corpus);
   }
-  function renderAttention(root) { return corpusPicker(root, "attn-model", attentionView); }
-  function renderHidden(root) { return corpusPicker(root, "hidden-model", hiddenView); }
 
   function attentionView(root, c) {
     const a = c.attention;
@@ -463,6 +461,9 @@
     return Promise.all(done);
   }
 
+  // The measures whose corpus tab has a view of its own (posviz.explorer.tab.PAGE_VIEWS lists the same names).
+  const VIEWS = { attention: attentionView, hidden: hiddenView };
+
   // ---- start -------------------------------------------------------------------------------------------------------
   function start() {
     document.body.append(tooltip);
@@ -470,7 +471,10 @@
     const has = (key) => DATA.models.some((m) => m[key]);
     if (has("p")) addTab("p", "P = E Eᵀ", renderP);
     if (has("heads")) addTab("heads", "Heads", renderHeads);
-    if (has("corpus")) { addTab("attention", "Attention", renderAttention); addTab("hidden", "Hidden states", renderHidden); }
+    // the corpus tabs: one per measure of the registry with a view of its own here (posviz.explorer.tab.PAGE_VIEWS)
+    const corpusTabs = new Map();
+    for (const m of DATA.models) for (const t of (m.corpus && m.corpus.tabs) || []) if (VIEWS[t.name] && !corpusTabs.has(t.name)) corpusTabs.set(t.name, t.title);
+    for (const [name, title] of corpusTabs) addTab(name, title, (root) => corpusPicker(root, name + "-model", VIEWS[name]));
     if (DATA.models.some((m) => m.corpus && Object.keys(m.corpus.measures || {}).length)) addTab("measures", "Measures", renderMeasures);
     if (has("series")) addTab("series", "Series", renderSeries);
     if (DATA.models.filter((m) => m.p).length > 1) addTab("compare", "Comparison", renderCompare);
