@@ -10,8 +10,11 @@ torch) does them:
   model (mostly one core);
 * it receives the probe's sample as soon as it is complete (the sampled blocks run first,
   :func:`~posviz.observe.hidden_sums.accumulate_hidden`) and fits at the lowest CPU
-  priority: in whatever the forward passes leave (all of it when they run on a GPU),
-  and at full speed once the parent waits for it;
+  priority: in whatever the forward passes leave (all of it when they run on a GPU);
+* once the parent waits for it, it gets the parent's priority back where the system allows it (a privileged user,
+  ``RLIMIT_NICE``). Where it does not, a child starved by other work on a busy machine (at the lowest priority it
+  gets about 1.5 % of a core beside each busy process, so 1 s of fits took 90 s in the test suite) is given up:
+  the parent fits the batch itself;
 * it shares single-threaded fits with a forked second process (two cores, half the time);
 * it is kept for the next call in the same process (a series, a notebook), so
   scikit-learn is imported once.
@@ -70,6 +73,13 @@ def run_jobs(jobs: list[ProbeJob]) -> dict[int, ProbeResult]:
     return {job.layer: job.run() for job in jobs}
 
 
+#: While the parent waits, the child's CPU use is read this often (s); a child that used less than
+#: :data:`STARVED_SHARE` of the wall time over :data:`STARVED_AFTER` seconds is starved.
+POLL_S = 0.25
+STARVED_AFTER = 2.0
+STARVED_SHARE = 0.1
+
+
 class ProbeWorker:
     """A child process that fits batches of probe jobs, one batch at a time, for as long as it lives.
 
@@ -86,9 +96,10 @@ class ProbeWorker:
         self._writer: threading.Thread | None = None
         self.pending = False  # a batch was submitted and its answer not yet read
         if start:
-            try:
+            try:  # a process group of its own: the fits' forked second process is reniced and stopped with it
                 self._proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env())
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env(),
+                                              start_new_session=os.name == "posix")
             except OSError:  # no interpreter to start (embedded Python, a sandbox): fit here
                 self._proc = None
 
@@ -128,7 +139,11 @@ class ProbeWorker:
     def _receive(self) -> tuple[dict[int, ProbeResult], list[str]] | None:
         if not self.pending or self._proc is None or self._proc.stdout is None or self._writer is None:
             return None
-        self._writer.join()
+        if self._hurry():
+            self._writer.join()
+        elif _starves(self._proc, self._writer):
+            self.close()
+            return None
         try:
             answer = pickle.load(self._proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):  # the child died (killed, out of memory)
@@ -137,6 +152,16 @@ class ProbeWorker:
         self.pending = False
         return answer
 
+    def _hurry(self) -> bool:
+        """Give the child (and its forked second process) this process's CPU priority; whether the system allowed it."""
+        if self._proc is None or os.name != "posix":
+            return False
+        try:
+            os.setpriority(os.PRIO_PGRP, self._proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:  # raising a priority needs privileges (or RLIMIT_NICE); the child may be gone
+            return False
+        return True
+
     def close(self) -> None:
         """Stop the child (idle, or busy with a batch nobody will collect)."""
         proc, self._proc = self._proc, None
@@ -144,7 +169,15 @@ class ProbeWorker:
         if proc is None or os.getpid() != self._owner:  # a forked copy leaves its parent's child alone
             return
         if proc.poll() is None:
-            proc.kill()
+            if os.name == "posix":  # the child and the fits' forked second process
+                import signal
+
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    proc.kill()
+            else:
+                proc.kill()
             proc.wait()
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
@@ -182,6 +215,42 @@ def probe_worker() -> Iterator[ProbeWorker]:
 def _close_shared() -> None:
     if _shared is not None:
         _shared.close()
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time a process has used (user + system), from ``/proc``; ``None`` where there is no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _starves(proc: subprocess.Popen[bytes], writer: threading.Thread) -> bool:
+    """Wait until the child has read its batch and started to answer; whether it starved first (it used less than
+    :data:`STARVED_SHARE` of a core over :data:`STARVED_AFTER` s). Without ``/proc`` it is never judged starved."""
+    import select
+    import time
+
+    if proc.stdout is None or _cpu_seconds(proc.pid) is None:  # no /proc (macOS, Windows): wait as long as it takes
+        writer.join()
+        return False
+    window: list[tuple[float, float]] = []
+    while True:
+        if writer.is_alive():  # a starved child does not even read its batch: the pipe stays full
+            writer.join(POLL_S)
+        elif select.select([proc.stdout], [], [], POLL_S)[0]:
+            return False
+        used = _cpu_seconds(proc.pid)
+        if used is None:  # it exited: reading its answer finds out how
+            writer.join()
+            return False
+        now = time.monotonic()
+        window = [(t, c) for t, c in window if now - t <= STARVED_AFTER] + [(now, used)]
+        start, first = window[0]
+        if now - start >= STARVED_AFTER - POLL_S and used - first < STARVED_SHARE * (now - start):
+            return True
 
 
 def _child_env() -> dict[str, str]:

@@ -3,6 +3,7 @@ process when the child cannot start or dies."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
@@ -210,3 +211,47 @@ def test_a_forked_copy_starts_its_own_worker():
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", FORK_CHECK, str(root)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process priorities and groups are POSIX")
+def test_a_waiting_parent_gives_the_child_its_priority_where_allowed():
+    """The child fits at the lowest priority while the parent runs the model; once the parent waits, it has the
+    parent's priority back (where the system lets a process raise one: here, or the test has nothing to check)."""
+    jobs = _jobs(layers=1)
+    with ProbeWorker() as worker:
+        pid = worker._proc.pid
+        worker.submit(jobs)
+        assert worker.results() == run_jobs(jobs)
+        try:
+            os.setpriority(os.PRIO_PGRP, pid, 19)
+            os.setpriority(os.PRIO_PGRP, pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except PermissionError:
+            pytest.skip("this user may not raise a process's priority: the starved-child test covers it")
+        worker.submit(jobs)
+        assert worker.results() == run_jobs(jobs)
+        assert os.getpriority(os.PRIO_PGRP, pid) == os.getpriority(os.PRIO_PROCESS, 0) and worker.alive
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the child's CPU time is read from /proc")
+def test_a_starved_child_is_given_up_and_the_batch_fitted_here(monkeypatch):
+    """Where the child's priority cannot be raised and other work takes the cores, the parent stops waiting: a stopped
+    child (no CPU at all) is the extreme of a starved one, and its batch is fitted here, with the same results."""
+    import signal
+    import time
+
+    from posviz.observe import probe_worker as module
+
+    def refused(*args: object) -> None:
+        raise PermissionError("raising a priority needs privileges")
+
+    monkeypatch.setattr(module.os, "setpriority", refused)
+    jobs = _jobs(layers=1)
+    with ProbeWorker() as worker:
+        proc = worker._proc
+        os.kill(proc.pid, signal.SIGSTOP)
+        worker.submit(jobs)
+        started = time.monotonic()
+        assert worker.results() == run_jobs(jobs)
+        assert not worker.alive and proc.poll() is not None  # stopped and reaped, not left behind
+        waited = time.monotonic() - started
+    assert waited >= module.STARVED_AFTER - module.POLL_S  # it waited for the window before giving up
