@@ -46,6 +46,8 @@ def command(
     if measure.request:
         result = _on_text(measure, model, options, corpus, batch_size)
     elif measure.point:
+        if corpus and len(corpus) > 1:
+            raise OptionError(f"measure {name!r} reads one corpus, got {len(corpus)}", "give --corpus once")
         result = _Values(model, measure.load("point")(model, options))
     else:
         where = f": {measure.command} {model}" if measure.command else ""

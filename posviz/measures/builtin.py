@@ -17,6 +17,9 @@ _TABS = "posviz.explorer.corpus"
 #: The numbers of one model for ``attention`` (``posviz measure attention``, a report line): means over the chosen heads.
 ATTENTION_COLUMNS = (("toeplitzness_offdiag", "Toeplitzness (off-diag.)"), ("excess_offdiag", "excess over null"),
                      ("positional_share", "positional share"), ("sink_mass", "sink mass"))
+#: The numbers of one checkpoint for ``extrapolate`` (a point of a series): its loss at n, 2n and 4n positions.
+EXTRAPOLATE_COLUMNS = (("loss_1x", "loss at n"), ("loss_2x", "loss at 2n"), ("loss_4x", "loss at 4n"),
+                       ("growth_2x", "loss(2n) − loss(n)"))
 #: The numbers of one model for ``hidden``: its last measured layer.
 HIDDEN_COLUMNS = (("positional_share", "positional share"), ("toeplitzness_offdiag", "Toeplitzness (off-diag.)"),
                   ("probe_mae", "probe MAE"))
@@ -51,8 +54,9 @@ HIDDEN = Measure(
     report=f"{_SECTIONS}.hidden:SECTION", explorer=f"{_TABS}:HIDDEN_TAB")
 EXTRAPOLATE = Measure(
     "extrapolate", "Loss and attention against length, past the trained length (and exact match on algorithmic tasks)",
-    needs="text", reads=("attention inputs", "logits"), run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate",
-    report=f"{_SECTIONS}.extrapolate:SECTION")
+    needs="text", reads=("attention inputs", "logits"), options=frozenset({"corpus", "seq_len", "max_blocks", "seed"}),
+    point="posviz.measures.extrapolate_point:point", columns=EXTRAPOLATE_COLUMNS,
+    run="posviz.extrapolation.extrapolate:extrapolate", command="posviz extrapolate", report=f"{_SECTIONS}.extrapolate:SECTION")
 
 #: posviz's measures, in the order they are listed.
 BUILT_IN = (TOEPLITZNESS, BANDS, HEADS, ATTENTION, HIDDEN, EXTRAPOLATE)

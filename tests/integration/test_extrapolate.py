@@ -440,3 +440,33 @@ def test_extend_table_cli_warns_for_a_model_without_a_table_and_refuses_device_m
     bad = CliRunner().invoke(app, ["extrapolate", str(models["gpt2"]), "--corpus", str(corpus), "--lengths", "16,64",
                                    "--extend-table", "--device-map", "auto"])
     assert bad.exit_code == 2 and bad.output.strip().count("\n") == 0 and "--extend-table does not combine" in bad.output
+
+
+def test_extrapolate_along_checkpoints_is_posviz_extrapolate_at_each(tisa_run, absolute_run, train_corpus, tmp_path):
+    """``posviz trajectory --measure extrapolate``: each checkpoint's loss at n, 2n and 4n is what ``posviz.extrapolate``
+    gives that checkpoint on the same text; past a learned table (the absolute run's 32 positions) it is NaN, not an
+    error; ``posviz measure extrapolate`` gives one model's."""
+    import math
+
+    import posviz
+
+    series = posviz.trajectory(str(tisa_run), measure="extrapolate", corpus=str(train_corpus), seq_len=16, max_blocks=2)
+    assert [r["step"] for r in series.rows] == [6, 12]
+    for row in series.rows:
+        alone = extrapolate(f"{tisa_run}@{row['step']}", corpus=str(train_corpus), lengths="16,32,64", max_blocks=2,
+                            layers="0").records()
+        for factor, rec in zip((1, 2, 4), alone, strict=True):
+            loss = math.nan if rec["loss"] is None else rec["loss"]
+            assert row[f"loss_{factor}x"] == pytest.approx(loss, nan_ok=True)
+        assert row["growth_2x"] == pytest.approx(row["loss_2x"] - row["loss_1x"])
+    absolute = posviz.trajectory(str(absolute_run), measure="extrapolate", corpus=str(train_corpus), seq_len=16,
+                                 max_blocks=2).rows
+    assert all(math.isfinite(r["loss_2x"]) and math.isnan(r["loss_4x"]) for r in absolute)  # 64 > its 32 positions
+    out = tmp_path / "x.json"
+    res = CliRunner().invoke(app, ["measure", "extrapolate", f"{tisa_run}@12", "--corpus", str(train_corpus), "--seq-len",
+                                   "16", "--max-blocks", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    (one,) = json.loads(out.read_text(encoding="utf-8"))
+    assert one["loss_2x"] == pytest.approx(series.rows[-1]["loss_2x"])
+    res = CliRunner().invoke(app, ["trajectory", str(tisa_run), "--measure", "extrapolate", "--layers", "0"])
+    assert res.exit_code == 2 and "--layers does not apply to --measure extrapolate" in res.output
