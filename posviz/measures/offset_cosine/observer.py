@@ -9,6 +9,9 @@ import numpy as np
 
 from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
 
+#: Hidden dimensions transformed at once (the spectrum of a block holds (n + 1) x CHUNK complex numbers).
+CHUNK = 256
+
 
 def request(options: Any) -> OffsetCosineRequest:
     """The request of one text pass from posviz's series options (this measure uses ``layers``; default all)."""
@@ -96,8 +99,10 @@ class OffsetCosine(HiddenStatesObserver):
         for row, layer in enumerate(self.layers):
             h = states[layer].detach().to(torch.float64)  # (B, n, d)
             unit = h / h.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-            spectrum = torch.fft.rfft(unit, n=2 * self.n, dim=1)  # zero-padded: no wrap-around
-            power = (spectrum.real**2 + spectrum.imag**2).sum(dim=-1)  # (B, n + 1)
+            power = torch.zeros(h.shape[0], self.n + 1, dtype=torch.float64, device=h.device)
+            for start in range(0, h.shape[-1], CHUNK):  # a slice of the dimensions at a time: O(n * CHUNK) memory
+                spectrum = torch.fft.rfft(unit[..., start:start + CHUNK], n=2 * self.n, dim=1)  # zero-padded: no wrap
+                power += (spectrum.real**2 + spectrum.imag**2).sum(dim=-1)  # (B, n + 1)
             lagged = torch.fft.irfft(power, n=2 * self.n, dim=1)[:, : self.n]  # (B, n): sum_i <u_i, u_i+k>
             self.sums[row] += lagged.sum(dim=0).cpu().numpy()
         self.blocks += int(ids.shape[0])
