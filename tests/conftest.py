@@ -117,6 +117,25 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """A folder that ``make(folder)`` fills once per test run, whichever pytest-xdist worker asks first: the others
+    wait for it (a file lock in the run's shared temporary folder) and read the same files. For outputs that tests
+    only read, so that a slow remake is not repeated on every worker."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/, shared by the workers' pytest-N/popen-gwK/
+    out, done = root / f"made-once-{name}", root / f"made-once-{name}.done"
+    with FileLock(str(root / f"made-once-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            make(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """Factory ``make(model_type, **kwargs) -> folder`` memoised per session."""

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import made_once
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -240,9 +242,8 @@ def renderer_differs(recipe: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def demo_remade(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("minilm-demo")
-    gallery.make_minilm_demo(out, MANIFEST["outputs"]["minilm-demo"]["source_date_epoch"])
-    return out
+    epoch = MANIFEST["outputs"]["minilm-demo"]["source_date_epoch"]
+    return made_once(tmp_path_factory, "minilm-demo", lambda out: gallery.make_minilm_demo(out, epoch))
 
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["minilm-demo"].files, COMMITTED))
@@ -252,11 +253,11 @@ def test_the_minilm_demo_is_what_todays_code_makes(demo_remade, shipped):
 
 @pytest.fixture(scope="module")
 def tables_remade(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tisa-table3")
-    # from the committed tree, with today's script: the tables name the runs by their relative folder
-    subprocess.run([sys.executable, str(ROOT / "scripts/tisa_table3_tabulate.py"), "--out", "reports/tisa-table3/runs",
-                    "--results", str(out)], cwd=COMMITTED, check=True, capture_output=True)
-    return out
+    def make(out: Path) -> None:  # from the committed tree, with today's script: the tables name the runs by their relative folder
+        subprocess.run([sys.executable, str(ROOT / "scripts/tisa_table3_tabulate.py"), "--out", "reports/tisa-table3/runs",
+                        "--results", str(out)], cwd=COMMITTED, check=True, capture_output=True)
+
+    return made_once(tmp_path_factory, "tisa-table3", make)
 
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["tisa-table3-tables"].files, COMMITTED))
@@ -267,11 +268,12 @@ def test_the_table3_tables_are_what_todays_code_makes(tables_remade, shipped):
 @pytest.fixture(scope="module")
 def tstl_remade(tmp_path_factory) -> Path:
     """The train-short-test-long tables from the committed per-run results, written to a scratch folder."""
-    out = tmp_path_factory.mktemp("train-short-test-long")
-    shutil.copytree(COMMITTED / gallery.TSTL / "runs", out / "runs")
-    subprocess.run([sys.executable, "scripts/train_short_test_long.py", "--phase", "tabulate", "--results", str(out)],
-                   cwd=ROOT, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
-    return out
+    def make(out: Path) -> None:
+        shutil.copytree(COMMITTED / gallery.TSTL / "runs", out / "runs")
+        subprocess.run([sys.executable, "scripts/train_short_test_long.py", "--phase", "tabulate", "--results", str(out)],
+                       cwd=ROOT, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
+
+    return made_once(tmp_path_factory, "train-short-test-long", make)
 
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["train-short-test-long-tables"].files, COMMITTED))
