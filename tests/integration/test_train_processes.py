@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.toeplitz import score
-from tests.conftest import TRAIN_ARGS
+from tests.conftest import TRAIN_ARGS, made_once
 
 ROOT = Path(__file__).parents[2]
 
@@ -29,11 +29,18 @@ def torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def two_process_run(train_corpus, tmp_path_factory):
-    """The run of the ``absolute_run`` fixture (same options), trained by two processes."""
-    out = tmp_path_factory.mktemp("ddp") / "abs"
-    proc = torchrun("train", "--scheme", "absolute", "--corpus", str(train_corpus), "--out", str(out), *TRAIN_ARGS)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out, proc
+    """The run of the ``absolute_run`` fixture (same options), trained by two processes (once per test run, whichever
+    worker asks first: the tests only read it), and the finished ``torchrun`` (its output)."""
+    def make(folder: Path) -> None:
+        proc = torchrun("train", "--scheme", "absolute", "--corpus", str(train_corpus), "--out", str(folder / "abs"), *TRAIN_ARGS)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (folder / "stdout.txt").write_text(proc.stdout, encoding="utf-8")
+        (folder / "stderr.txt").write_text(proc.stderr, encoding="utf-8")
+
+    folder = made_once(tmp_path_factory, "two-process-run", make)
+    proc = subprocess.CompletedProcess(["torchrun"], 0, (folder / "stdout.txt").read_text(encoding="utf-8"),
+                                       (folder / "stderr.txt").read_text(encoding="utf-8"))
+    return folder / "abs", proc
 
 
 @pytest.mark.slow
