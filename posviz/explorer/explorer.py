@@ -51,8 +51,12 @@ class Explorer:
         return target
 
     def _repr_html_(self) -> str:
-        """The page inline in a notebook: an iframe whose ``srcdoc`` is the escaped page (nothing fetched)."""
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width: 100%; height: 820px; border: 1px solid #ddd;" '
+        """The page inline in a notebook: an iframe whose ``srcdoc`` is the escaped page (nothing fetched).
+
+        The attribute is pure ASCII (other characters as numeric references), so the page reads the same whatever
+        encoding the host page declares or its browser guesses (``R²`` read as ``RÂ²`` otherwise)."""
+        page = html.escape(self.html, quote=True).encode("ascii", "xmlcharrefreplace").decode("ascii")
+        return (f'<iframe srcdoc="{page}" style="width: 100%; height: 820px; border: 1px solid #ddd;" '
                 'sandbox="allow-scripts" title="posviz explorer"></iframe>')
 
     def __repr__(self) -> str:

@@ -195,8 +195,10 @@ def test_comparison_zoom_is_synchronised(browser, tmp_path):
 
 def test_notebook_output_renders_inline_offline(browser, tmp_path):
     """``_repr_html_`` as a notebook shows it: the output cell's HTML inside a page, the explorer in its sandboxed
-    ``<iframe srcdoc>``; it renders there with no request and no console error."""
+    ``<iframe srcdoc>``; it renders there with no request and no console error. The host page declares no encoding
+    (Chromium then guesses one from the bytes): the output is ASCII, so ``R²`` reads right whatever it guesses."""
     explorer = posviz.explore("sinusoidal:64x16")
+    assert explorer._repr_html_().isascii()
     cell = tmp_path / "notebook.html"
     cell.write_text(f"<!DOCTYPE html><html><body><div class='output'>{explorer._repr_html_()}</div>"
                     "<script>document.body.dataset.ready = '1';</script></body></html>", encoding="utf-8")
