@@ -53,3 +53,18 @@ def pdf_outline(reader) -> list[tuple[str, int, int]]:
 
     walk(reader.outline, 0)
     return out
+
+
+def token_blocks_and_hf_hidden_states(model_dir, blocks: int = 5, n: int = 24):
+    """Seeded random token blocks of a BERT vocabulary ([CLS] first, [SEP] last) and the hidden states that
+    transformers' own model returns for them (every layer, an all-ones mask): the reference of hidden-state measures."""
+    import torch
+    from transformers import AutoModel
+
+    ids = np.random.default_rng(0).integers(1000, 20000, size=(blocks, n))
+    ids[:, 0], ids[:, -1] = 101, 102
+    model = AutoModel.from_pretrained(model_dir).eval()
+    with torch.inference_mode():
+        states = model(torch.as_tensor(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
+                       output_hidden_states=True).hidden_states
+    return ids, states

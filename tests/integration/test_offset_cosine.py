@@ -14,21 +14,15 @@ from posviz.cli.app import app
 
 def test_offset_cosines_equal_the_diagonals_of_the_dense_cosine_matrices(minilm_dir):
     import torch
-    from transformers import AutoModel
 
     from posviz.measures import SeriesOptions, get_measure
     from posviz.observe.text_pass import observe_text
+    from tests.reference import token_blocks_and_hf_hidden_states
 
     measure = get_measure("offset-cosine")
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1000, 20000, size=(5, 24))
-    ids[:, 0], ids[:, -1] = 101, 102
+    ids, states = token_blocks_and_hf_hidden_states(minilm_dir)
     result = observe_text(str(minilm_dir), [measure.load("request")(SeriesOptions(layers="0,3,6"))], token_blocks=ids,
                           batch_size=2)["offset-cosine"]
-    model = AutoModel.from_pretrained(minilm_dir).eval()
-    with torch.inference_mode():
-        states = model(torch.as_tensor(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
-                       output_hidden_states=True).hidden_states
     n = ids.shape[1]
     for row, layer in enumerate((0, 3, 6)):
         unit = torch.nn.functional.normalize(states[layer].double(), dim=-1)

@@ -170,22 +170,14 @@ def test_trajectory_refuses_measures_that_cannot_share_a_pass(absolute_run, meas
 def test_state_norms_equal_the_norms_of_hugging_faces_hidden_states(minilm_dir, counted):
     """The registered measure ``state-norms`` on given token blocks, against the norms computed from the hidden
     states that transformers' own model returns for the same ids."""
-    import torch
-    from transformers import AutoModel
-
     from posviz.measures import SeriesOptions, get_measure
     from posviz.observe.text_pass import observe_text
+    from tests.reference import token_blocks_and_hf_hidden_states
 
     measure = get_measure("state-norms")
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1000, 20000, size=(5, 24))
-    ids[:, 0], ids[:, -1] = 101, 102
+    ids, states = token_blocks_and_hf_hidden_states(minilm_dir)
     result = observe_text(str(minilm_dir), [measure.load("request")(SeriesOptions(layers="0,3,6"))], token_blocks=ids,
                           batch_size=2)["state-norms"]
-    model = AutoModel.from_pretrained(minilm_dir).eval()
-    with torch.inference_mode():
-        states = model(torch.as_tensor(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
-                       output_hidden_states=True).hidden_states
     for row, layer in enumerate((0, 3, 6)):
         h = states[layer].double()
         np.testing.assert_allclose(result.mean_norm[row], h.norm(dim=-1).mean(dim=0).numpy(), rtol=1e-5)
