@@ -59,6 +59,12 @@ class AttentionRequest:
         self.eager = self.exact_maps or self.why_not is not None
         return self.eager
 
+    def join_eager(self, others: str) -> None:
+        """Other measures of the pass (``others``) read whole eager maps: the model runs eager attention, whose own
+        maps these statistics are then summed from (the tiles capture nothing under eager attention)."""
+        self.eager = True
+        self.why_not = f"{others} of the same pass read(s) the whole attention maps"
+
     def layer_count(self, loaded: Any) -> int:
         """Attention layers of the model."""
         return int(loaded.num_layers)

@@ -2,13 +2,19 @@
 
 A measure of hidden states (``posviz hidden``, ``state-norms``, a plugin's) needs the same answers from the text pass:
 nothing to refuse before the model loads, the model's default attention, one hidden state per block plus the
-embedding output, and forward calls that return every hidden state (with an all-ones mask). Subclass
-:class:`HiddenStatesRequest` as a dataclass with ``layers`` and ``name`` and an ``observer(run, layers,
-batch_size)``; subclass :class:`HiddenStatesObserver` with ``after(ids, out)`` and ``finish(run)``.
+embedding output, and forward calls that return every hidden state (with an all-ones mask).
+
+A measure of this kind writes its observer only: a subclass of :class:`HiddenStatesObserver` made as
+``Observer(layers, n)`` (the chosen hidden-state indices, the block length), with ``after(ids, out)`` and
+``finish(run)``. Its ``request`` is then ``hidden_states_request("NAME", Observer)``. A request with options of its own
+(``posviz hidden``) subclasses :class:`HiddenStatesRequest` as a dataclass with ``layers``, ``name`` and
+``observer(run, layers, batch_size)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -25,6 +31,42 @@ class HiddenStatesRequest:
     def layer_count(self, loaded: Any) -> int:
         """Hidden states of the model: the embedding output, then one per block."""
         return int(loaded.num_layers) + 1
+
+
+@dataclass
+class ObserveHiddenStates(HiddenStatesRequest):
+    """The request of a measure whose observer is ``make(layers, n)``, for ``layers`` (0 = embedding output)."""
+
+    name: str
+    make: Callable[[list[int], int], Any] = field(repr=False)
+    layers: Any = "all"
+
+    def observer(self, run: Any, layers: list[int], batch_size: int) -> Any:
+        """``make`` for the chosen ``layers`` and the length of ``run``'s blocks."""
+        return self.make(layers, run.seq_len)
+
+
+def hidden_states_request(name: str, make: Callable[[list[int], int], Any]) -> Callable[[Any], HiddenStatesRequest]:
+    """A measure's ``request``: from posviz's series options, an :class:`ObserveHiddenStates` named ``name``.
+
+    Parameters
+    ----------
+    name
+        The measure's name (its registry key).
+    make
+        The observer's class (or any callable) taking the chosen hidden-state indices and the block length.
+
+    Returns
+    -------
+    callable
+        ``request(options)``; the measure uses ``options.layers`` (default every hidden state).
+    """
+
+    def request(options: Any) -> HiddenStatesRequest:
+        return ObserveHiddenStates(name, make, options.layers or "all")
+
+    request.__doc__ = f"The request of {name!r} in one text pass (it uses ``layers``; default all)."
+    return request
 
 
 class HiddenStatesObserver:

@@ -250,8 +250,6 @@ def test_posviz_measure_refuses_in_one_line(args, says, tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.xfail(eager_probe() == 0, strict=True, reason="known bug where the tiles are used (transformers 5): under the tiled capture the model runs SDPA, so a measure that needs eager "
-                                       "maps gets none beside attention (fix: AttentionRequest.join_eager; needs a regallery)")
 def test_a_measure_reading_eager_maps_gets_them_beside_attention(minilm_dir):
     """A request whose ``needs_eager()`` is True (it reads whole attention maps) shares the pass with ``attention``:
     it must see one map per layer, and attention's statistics must be those of the eager maps alone."""

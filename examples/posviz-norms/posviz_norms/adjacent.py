@@ -8,30 +8,16 @@ adjacent-cosine`` run it beside posviz's own measures, with no change to posviz.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from posviz.measures import Measure
-from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
+from posviz.observe.hidden_states_measure import HiddenStatesObserver, hidden_states_request
 
 #: Distances at which the cosine is kept: the next position and one further away.
 DISTANCES = (1, 8)
-
-
-def request(options: Any) -> AdjacentRequest:
-    """Its part in a text pass, from posviz's series options (it uses ``layers``; default every hidden state)."""
-    return AdjacentRequest(layers=options.layers or "all")
-
-
-@dataclass
-class AdjacentRequest(HiddenStatesRequest):
-    layers: Any = "all"
-    name: str = field(default="adjacent-cosine", init=False)
-
-    def observer(self, run: Any, layers: list[int], batch_size: int) -> Adjacent:
-        return Adjacent(layers)
 
 
 @dataclass(frozen=True)
@@ -51,7 +37,7 @@ class AdjacentResult:
 class Adjacent(HiddenStatesObserver):
     """The observer: asks for the hidden states and sums the cosines of each chosen layer."""
 
-    def __init__(self, layers: list[int]) -> None:
+    def __init__(self, layers: list[int], n: int) -> None:
         self.layers, self.sums, self.pairs, self.blocks = layers, np.zeros((len(layers), len(DISTANCES))), np.zeros(len(DISTANCES)), 0
 
     def after(self, ids: Any, out: Any) -> None:
@@ -66,6 +52,10 @@ class Adjacent(HiddenStatesObserver):
 
     def finish(self, run: Any) -> AdjacentResult:
         return AdjacentResult(run.loaded.label, list(self.layers), self.sums / self.pairs, self.blocks)
+
+
+#: Its part in a text pass, from posviz's series options (it uses ``layers``; default every hidden state).
+request = hidden_states_request("adjacent-cosine", Adjacent)
 
 
 def values(result: AdjacentResult) -> dict[str, float]:

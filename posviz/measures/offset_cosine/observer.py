@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
+from posviz.observe.hidden_states_measure import HiddenStatesObserver, hidden_states_request
 
 #: Hidden dimensions transformed at once (the spectrum of a block holds (n + 1) x CHUNK complex numbers).
 CHUNK = 256
-
-
-def request(options: Any) -> OffsetCosineRequest:
-    """The request of one text pass from posviz's series options (this measure uses ``layers``; default all)."""
-    return OffsetCosineRequest(layers=options.layers or "all")
-
-
-@dataclass
-class OffsetCosineRequest(HiddenStatesRequest):
-    """Cosines between the hidden states of ``layers`` (0 = embedding output) at every offset, in a text pass."""
-
-    layers: Any = "all"
-    name: str = field(default="offset-cosine", init=False)
-
-    def observer(self, run: Any, layers: list[int], batch_size: int) -> OffsetCosine:
-        """Sums over ``run``'s blocks for the chosen ``layers``."""
-        return OffsetCosine(layers, run.seq_len)
 
 
 @dataclass(frozen=True)
@@ -111,3 +94,7 @@ class OffsetCosine(HiddenStatesObserver):
         pairs = np.arange(self.n, 0, -1) * max(self.blocks, 1)  # n - k pairs per block at offset k
         return OffsetCosineResult(model=run.loaded.label, corpus=run.corpus, layout=run.layout, layers=list(self.layers),
                                   blocks=self.blocks, cosine=self.sums / pairs)
+
+
+#: Its part in a text pass, from posviz's series options (it uses ``layers``; default every hidden state).
+request = hidden_states_request("offset-cosine", OffsetCosine)

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from posviz.observe.hidden_states_measure import HiddenStatesObserver, HiddenStatesRequest
-
-
-def request(options: Any) -> StateNormsRequest:
-    """The request of one text pass from posviz's series options (this measure uses ``layers``; default all)."""
-    return StateNormsRequest(layers=options.layers or "all")
-
-
-@dataclass
-class StateNormsRequest(HiddenStatesRequest):
-    """Norms of the hidden states of ``layers`` (0 = embedding output) at each position, in a text pass."""
-
-    layers: Any = "all"
-    name: str = field(default="state-norms", init=False)
-
-    def observer(self, run: Any, layers: list[int], batch_size: int) -> StateNorms:
-        """Sums over ``run``'s blocks for the chosen ``layers``."""
-        return StateNorms(layers, run.seq_len)
+from posviz.observe.hidden_states_measure import HiddenStatesObserver, hidden_states_request
 
 
 @dataclass(frozen=True)
@@ -94,3 +77,7 @@ class StateNorms(HiddenStatesObserver):
     def finish(self, run: Any) -> StateNormsResult:
         return StateNormsResult(model=run.loaded.label, corpus=run.corpus, layout=run.layout, layers=list(self.layers),
                                 blocks=self.blocks, mean_norm=self.norm_sum / max(self.blocks, 1), max_abs=self.max_abs)
+
+
+#: Its part in a text pass, from posviz's series options (it uses ``layers``; default every hidden state).
+request = hidden_states_request("state-norms", StateNorms)
