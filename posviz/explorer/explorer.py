@@ -1,8 +1,8 @@
 """``posviz.explore(...)``: an interactive, offline explorer of what posviz measures, as one HTML file.
 
-:func:`explore` gathers the numbers of each tab through posviz's own APIs (the P tab:
-:mod:`posviz.explorer.embeddings`; heads: :mod:`posviz.explorer.heads`; a corpus:
-:mod:`posviz.explorer.corpus`; a run's checkpoints: :mod:`posviz.explorer.series`) and
+:func:`explore` gathers the numbers of each tab through posviz's own APIs, looping over the registry's measures
+with a tab of their own (the weight tabs, P and Heads: :mod:`posviz.explorer.weights`; the corpus tabs:
+:mod:`posviz.explorer.corpus`; a run's checkpoints: :mod:`posviz.explorer.series`), and
 :class:`Explorer` holds the page (:mod:`posviz.explorer.page`): ``.save(path)`` writes it
 atomically, and in a notebook it shows inline, offline, as an ``<iframe srcdoc>``.
 """
@@ -75,38 +75,32 @@ def check_models(models: Sequence[str]) -> list[str]:
     return models
 
 
-def _model_entry(spec: str, *, heads: bool, layers: str, max_positions: int, positions: str | None, table: str | None,
-                 null_draws: int, seed: int, progress: bool) -> dict[str, Any]:
-    """The P, Heads and Series data of one model (what it has of them), with notes on what it lacks."""
-    from posviz.explorer.embeddings import embeddings_view
-    from posviz.read.embeddings import is_synthetic, load_position_embeddings
+def _model_entry(spec: str, settings: Any, *, heads: bool) -> dict[str, Any]:
+    """One model's weight tabs (a loop over the registry's measures with one: P, Heads; what the model has of them)
+    and its Series tab, with notes on what it lacks."""
+    from posviz.explorer.weights import weight_tab_measures
     from posviz.read.runs import is_run_folder
     from posviz.util.names import display_name
 
     entry: dict[str, Any] = {"name": spec, "p": None, "heads": None, "corpus": None, "series": None, "notes": []}
     missing: UnsupportedModelError | None = None
-    try:
-        pe = load_position_embeddings(spec, table=table, positions=positions)
-        entry["name"] = pe.model
-        entry["p"] = embeddings_view(pe, max_positions=max_positions, null_draws=null_draws, seed=seed)
-    except UnsupportedModelError as e:  # no learned table (RoPE, T5, ...): the heads may still be there
-        missing = e
-        entry["notes"].append(f"no P tab: {e}")
-    if heads and not is_synthetic(spec):
-        from posviz.explorer.heads import heads_view
-
+    for measure in weight_tab_measures(skip=() if heads else ("heads",)):
+        tab = measure.load("explorer")
         try:
-            entry["heads"] = heads_view(spec, layers=layers, positions=positions, table=table, progress=progress)
-            entry["name"] = entry["heads"]["model"]
-        except UnsupportedModelError as e:
-            entry["notes"].append(f"no Heads tab: {e}")
-    if entry["p"] is None and entry["heads"] is None:
+            view = tab.data(spec, settings)
+        except UnsupportedModelError as e:  # no learned table (RoPE, T5, ...): the heads may still be there
+            missing = missing or e
+            entry["notes"].append(f"no {tab.short} tab: {e}")
+            continue
+        if view is not None:
+            entry[tab.key], entry["name"] = view, view["model"]
+    if not any(entry[key] is not None for key in ("p", "heads")):
         raise missing if missing is not None else UnsupportedModelError(f"{spec}: nothing to explore")
     entry["label"] = display_name(entry["name"])  # menus and titles; the provenance keeps the full name
-    if is_run_folder(spec) and entry["p"] is not None:
+    if is_run_folder(spec) and entry["p"] is not None:  # the run's checkpoints, as its E_P's Toeplitzness series
         from posviz.explorer.series import series_view
 
-        entry["series"] = series_view(spec, positions=positions)
+        entry["series"] = series_view(spec, positions=settings.positions)
     return entry
 
 
@@ -177,8 +171,11 @@ def explore(
     models = check_models(models)
     if max_positions < 16:
         raise OptionError(f"max_positions must be at least 16, got {max_positions}")
-    entries = [_model_entry(m, heads=heads, layers=layers, max_positions=max_positions, positions=positions, table=table,
-                            null_draws=null_draws, seed=seed, progress=progress) for m in models]
+    from posviz.explorer.weights import WeightSettings
+
+    settings = WeightSettings(layers=layers, max_positions=max_positions, positions=positions, table=table,
+                              null_draws=null_draws, seed=seed, progress=progress)
+    entries = [_model_entry(m, settings, heads=heads) for m in models]
     if corpus is not None:
         from posviz.explorer.corpus import corpus_view, corpus_view_of, tab_measures
         from posviz.read.embeddings import is_synthetic
@@ -195,6 +192,10 @@ def explore(
     from posviz.explorer.provenance import sidebar
 
     js, js_version = plotly_js()
-    data = {"format": "posviz-explorer/1", "models": entries, "sidebar": sidebar(js_version)}
+    from posviz.explorer.weights import weight_tab_measures
+
+    weight_tabs = [{"name": m.name, "key": tab.key, "title": tab.title}
+                   for m in weight_tab_measures() for tab in [m.load("explorer")]]
+    data = {"format": "posviz-explorer/1", "models": entries, "weight_tabs": weight_tabs, "sidebar": sidebar(js_version)}
     title = "posviz explorer: " + ", ".join(e["label"] for e in entries)
     return Explorer(render_page(data, title, js), data)

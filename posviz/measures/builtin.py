@@ -28,7 +28,7 @@ TOEPLITZNESS = Measure(
     "toeplitzness", "Toeplitzness of P = E_P E_Pᵀ (translation invariance of the position table), with its null",
     needs="weights", reads=("position table",), options=_E_P, series=f"{_TRAJECTORY}:toeplitzness_series",
     table=f"{_VIEWS}:toeplitzness_view", figure=f"{_VIEWS}:toeplitzness_figure", run="posviz.scoring.model:score_model",
-    command="posviz toeplitzness", report=f"{_SECTIONS}.heatmaps:SECTION")
+    command="posviz toeplitzness", report=f"{_SECTIONS}.heatmaps:SECTION", explorer="posviz.explorer.weights:P_TAB")
 BANDS = Measure(
     "bands", "RoPE band usage per head: the share of each head's query/key energy in the high-frequency bands",
     needs="weights", reads=("query/key weights",), options=frozenset({"layers", "probe", "positions"}),
@@ -37,7 +37,7 @@ BANDS = Measure(
 HEADS = Measure(
     "heads", "Per-head positional attention from the weights: position-only logits, offset profiles, Toeplitzness",
     needs="weights", reads=("position table", "query/key weights"), run="posviz:open_heads", command="posviz heads",
-    report=f"{_SECTIONS}.heads:SECTION")
+    report=f"{_SECTIONS}.heads:SECTION", explorer="posviz.explorer.weights:HEADS_TAB")
 ATTENTION = Measure(
     "attention", "The attention a model produces on text: Toeplitzness, positional share, sink mass, entropy, span",
     needs="text", reads=("attention inputs",), options=_TEXT, series=f"{_TRAJECTORY}:attention_series",

@@ -107,10 +107,11 @@ class Measure:
         in registry order among the measures' sections. A text measure without one shows, when asked with
         ``--measure``, on the report's page of other measures on text (its ``plot`` or records, and ``values``).
     explorer
-        ``"module:attribute"``: its own tab among ``posviz explore --corpus``'s tabs (a
-        :class:`posviz.explorer.tab.ExplorerTab`), for a measure the page's script has a view of
-        (:data:`posviz.explorer.tab.PAGE_VIEWS`). A text measure without one shows, when asked with ``--measure``, on the
-        explorer's Measures tab (its ``values`` and records).
+        ``"module:attribute"``: its own tab in ``posviz explore``, for a measure the page's script has a view of. A
+        text measure's is a :class:`posviz.explorer.tab.ExplorerTab` among the corpus tabs
+        (:data:`posviz.explorer.tab.PAGE_VIEWS`); a weight measure's a :class:`posviz.explorer.tab.WeightsTab`
+        (:data:`posviz.explorer.tab.WEIGHT_VIEWS`: P, Heads). A text measure without one shows, when asked with
+        ``--measure``, on the explorer's Measures tab (its ``values`` and records).
     origin
         The distribution that registered it (``posviz`` for its own).
     """
@@ -149,8 +150,8 @@ class Measure:
         if self.request and (self.needs != "text" or not self.values or not self.columns):
             problems.append("a measure with a text-pass request needs text, and gives its values and their columns")
         unknown = set(self.options) - {f.name for f in fields(SeriesOptions)}
-        if self.explorer and not self.request:
-            problems.append("an explorer tab is drawn from a text-pass result: it needs a request")
+        if self.explorer and self.needs == "text" and not self.request:
+            problems.append("a text measure's explorer tab is drawn from its text-pass result: it needs a request")
         if unknown:
             problems.append(f"options {', '.join(sorted(unknown))} are not series options")
         if problems:

@@ -150,6 +150,24 @@ def test_corpus_tabs_are_a_loop_over_the_registry(absolute_run, train_corpus, mo
     assert len(corpus["attention"]["records"]) > 0
 
 
+def test_weight_tabs_are_a_loop_over_the_registry(minilm_dir, monkeypatch):
+    """The P and Heads tabs are the ``explorer`` parts of ``toeplitzness`` and ``heads``: without heads's, no Heads
+    tab and no heads read; the page's data lists the weight tabs it draws, in registry order."""
+    from dataclasses import replace
+
+    import posviz.measures.builtin as builtin
+
+    both = posviz.explore(MINILM, layers="0", max_positions=64, null_draws=2)
+    assert both.data["weight_tabs"] == [{"name": "toeplitzness", "key": "p", "title": "P = E Eᵀ"},
+                                        {"name": "heads", "key": "heads", "title": "Heads"}]
+    model = both.data["models"][0]
+    assert model["p"]["n"] == 512 and model["heads"]["layers"] and model["name"] == model["heads"]["model"]
+    monkeypatch.setattr(builtin, "BUILT_IN", tuple(replace(m, explorer=None) if m.name == "heads" else m for m in builtin.BUILT_IN))
+    alone = posviz.explore(MINILM, layers="0", max_positions=64, null_draws=2)
+    assert alone.data["weight_tabs"] == [{"name": "toeplitzness", "key": "p", "title": "P = E Eᵀ"}]
+    assert alone.data["models"][0]["heads"] is None and alone.data["models"][0]["p"]["n"] == 512
+
+
 def test_api_saves_and_shows_inline(tmp_path):
     page = posviz.explore(["sinusoidal:64x16", "gaussian:64x16:1"], null_draws=2)
     assert callable(posviz.explore) and "gaussian" in repr(page)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"options": frozenset({"layers", "depth"})}, "options depth are not series options"),
     ({"needs": "text", "request": "a:b"}, "a measure with a text-pass request needs text, and gives its values"),
     ({"request": "a:b", "values": "c:d", "columns": (("x", "x"),)}, "a measure with a text-pass request needs text"),
-    ({"explorer": "a:B"}, "an explorer tab is drawn from a text-pass result"),
+    ({"needs": "text", "explorer": "a:B"}, "a text measure.s explorer tab is drawn from its text-pass result"),
 ])
 def test_a_measure_that_breaks_the_contract_is_refused(fields, says):
     with pytest.raises(OptionError, match=says):
@@ -120,4 +120,18 @@ def test_the_page_draws_a_view_for_each_measure_with_an_explorer_tab():
     script = (ROOT / "posviz" / "explorer" / "assets" / "explorer.js").read_text(encoding="utf-8")
     views = re.search(r"const VIEWS = \{([^}]*)\}", script)
     assert views and tuple(re.findall(r"(\w+):", views.group(1))) == PAGE_VIEWS
-    assert [m.name for m in BUILT_IN if m.explorer] == list(PAGE_VIEWS)
+    assert [m.name for m in BUILT_IN if m.explorer and m.needs == "text"] == list(PAGE_VIEWS)
+
+
+def test_the_page_draws_a_view_for_each_measure_with_a_weight_tab():
+    """The same for the weight tabs: ``WEIGHT_VIEWS`` of the script names exactly ``WEIGHT_VIEWS``, and every posviz
+    measure of the weights with an explorer tab is one of them, each with its own key in a model's entry."""
+    from posviz.explorer.tab import WEIGHT_VIEWS, WeightsTab
+
+    script = (ROOT / "posviz" / "explorer" / "assets" / "explorer.js").read_text(encoding="utf-8")
+    views = re.search(r"const WEIGHT_VIEWS = \{([^}]*)\}", script)
+    assert views and tuple(re.findall(r"(\w+):", views.group(1))) == WEIGHT_VIEWS
+    tabs = [m for m in BUILT_IN if m.explorer and m.needs == "weights"]
+    assert [m.name for m in tabs] == list(WEIGHT_VIEWS)
+    keys = [m.load("explorer").key for m in tabs]
+    assert all(isinstance(m.load("explorer"), WeightsTab) for m in tabs) and keys == ["p", "heads"]

@@ -463,14 +463,16 @@
 
   // The measures whose corpus tab has a view of its own (posviz.explorer.tab.PAGE_VIEWS lists the same names).
   const VIEWS = { attention: attentionView, hidden: hiddenView };
+  // The measures of the weights whose tab has a view of its own (posviz.explorer.tab.WEIGHT_VIEWS lists the same names).
+  const WEIGHT_VIEWS = { toeplitzness: renderP, heads: renderHeads };
 
   // ---- start -------------------------------------------------------------------------------------------------------
   function start() {
     document.body.append(tooltip);
     sidebar();
     const has = (key) => DATA.models.some((m) => m[key]);
-    if (has("p")) addTab("p", "P = E Eᵀ", renderP);
-    if (has("heads")) addTab("heads", "Heads", renderHeads);
+    // the weight tabs: one per measure of the registry with a view of its own here (posviz.explorer.tab.WEIGHT_VIEWS)
+    for (const t of DATA.weight_tabs || []) if (WEIGHT_VIEWS[t.name] && has(t.key)) addTab(t.key, t.title, WEIGHT_VIEWS[t.name]);
     // the corpus tabs: one per measure of the registry with a view of its own here (posviz.explorer.tab.PAGE_VIEWS)
     const corpusTabs = new Map();
     for (const m of DATA.models) for (const t of (m.corpus && m.corpus.tabs) || []) if (VIEWS[t.name] && !corpusTabs.has(t.name)) corpusTabs.set(t.name, t.title);
