@@ -235,12 +235,13 @@ TRAIN_ARGS = ("--steps", "12", "--eval-every", "6", "--seq-len", "32", "--batch-
 
 @pytest.fixture(scope="session")
 def train_corpus(tmp_path_factory) -> Path:
-    """The first 300 documents of the packaged corpus (the same on every Python), as a text file."""
+    """The first 300 documents of the packaged corpus (the same on every Python), as a text file (one per test run)."""
     from posviz.train.corpus import DEMO_CORPUS, packaged_corpus
 
-    path = tmp_path_factory.mktemp("corpus") / "docstrings.txt"
-    path.write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 300)), encoding="utf-8")
-    return path
+    def make(folder: Path) -> None:
+        (folder / "docstrings.txt").write_text("\n\n".join(packaged_corpus(DEMO_CORPUS, 300)), encoding="utf-8")
+
+    return made_once(tmp_path_factory, "train-corpus", make) / "docstrings.txt"
 
 
 def train_run(out: Path, scheme: str, corpus: Path) -> Path:
@@ -263,22 +264,27 @@ def train_run(out: Path, scheme: str, corpus: Path) -> Path:
     return out
 
 
+def shared_run(tmp_path_factory, scheme: str, name: str, corpus: Path) -> Path:
+    """A finished run of ``scheme`` on ``corpus``, trained once per test run (every xdist worker reads the same)."""
+    return made_once(tmp_path_factory, f"run-{name}", lambda folder: train_run(folder / name, scheme, corpus)) / name
+
+
 @pytest.fixture(scope="session")
 def absolute_run(train_corpus, tmp_path_factory) -> Path:
     """A finished run of scheme ``absolute``: evaluations at steps 0, 6, 12; checkpoints 6 and 12. Do not modify."""
-    return train_run(tmp_path_factory.mktemp("runs") / "abs", "absolute", train_corpus)
+    return shared_run(tmp_path_factory, "absolute", "abs", train_corpus)
 
 
 @pytest.fixture(scope="session")
 def tisa_run(train_corpus, tmp_path_factory) -> Path:
     """A finished run of scheme ``tisa`` (no position table), same settings. Do not modify."""
-    return train_run(tmp_path_factory.mktemp("runs") / "tisa", "tisa", train_corpus)
+    return shared_run(tmp_path_factory, "tisa", "tisa", train_corpus)
 
 
 @pytest.fixture(scope="session")
 def none_run(train_corpus, tmp_path_factory) -> Path:
     """A finished run of scheme ``none`` (no positional information at all), same settings. Do not modify."""
-    return train_run(tmp_path_factory.mktemp("runs") / "none", "none", train_corpus)
+    return shared_run(tmp_path_factory, "none", "none", train_corpus)
 
 
 @pytest.fixture(scope="module")
