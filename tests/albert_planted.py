@@ -56,15 +56,17 @@ def _sinusoidal(n: int, d: int) -> np.ndarray:
     return out
 
 
-def plant(folder: Path, w: float, seed: int) -> Planted:
-    """Save one tiny ALBERT whose E_P is ``w`` sinusoidal and ``1 - w`` Gaussian noise."""
+def plant(folder: Path, w: float, seed: int, *, build: bool = True) -> Planted:
+    """One tiny ALBERT whose E_P is ``w`` sinusoidal and ``1 - w`` Gaussian noise, saved in ``folder`` (``build``) or
+    already there."""
     e = (w * _sinusoidal(N, D) + (1 - w) * np.random.default_rng(seed).normal(size=(N, D))).astype(np.float32)
-    build_tiny_checkpoint("albert", folder, seed=seed, max_position_embeddings=N, embedding_size=D,
-                          plant={"embeddings.position_embeddings.weight": e})
+    if build:
+        build_tiny_checkpoint("albert", folder, seed=seed, max_position_embeddings=N, embedding_size=D,
+                              plant={"embeddings.position_embeddings.weight": e})
     e64 = e.astype(np.float64)
     return Planted(folder, e64, dense_toeplitzness(e64), dense_toeplitzness(e64, exclude_diagonal=True))
 
 
-def plant_all(root: Path) -> dict[tuple[str, str], Planted]:
-    """All eight, keyed by ``(size, version)``."""
-    return {key: plant(root / f"{key[0]}-{key[1]}", w, seed) for seed, (key, w) in enumerate(WEIGHTS.items())}
+def plant_all(root: Path, *, build: bool = True) -> dict[tuple[str, str], Planted]:
+    """All eight, keyed by ``(size, version)`` (``build``: saved in ``root`` now; else already there)."""
+    return {key: plant(root / f"{key[0]}-{key[1]}", w, seed, build=build) for seed, (key, w) in enumerate(WEIGHTS.items())}

@@ -206,8 +206,8 @@ def _isolated_score_cache(tmp_path_factory, monkeypatch):
 # ---- ALBERT v1/v2 in a fake offline HF cache (tests/albert_planted.py) ----------
 @pytest.fixture(scope="session")
 def planted(tmp_path_factory):
-    """The eight tiny ALBERTs with planted E_P, keyed by ``(size, version)``."""
-    return plant_all(tmp_path_factory.mktemp("albert-planted"))
+    """The eight tiny ALBERTs with planted E_P, keyed by ``(size, version)`` (saved once per test run). Do not modify."""
+    return plant_all(made_once(tmp_path_factory, "albert-planted", plant_all), build=False)
 
 
 @pytest.fixture

@@ -19,8 +19,15 @@ pytest.importorskip("ipykernel")
 
 @pytest.fixture(scope="module")
 def executed(absolute_run, train_corpus, tmp_path_factory):
-    """The notebook, executed by a real kernel (the interpreter running the tests)."""
-    run, corpus = str(absolute_run), str(train_corpus)
+    """The notebook, executed once per test run by a real kernel (the interpreter running the tests)."""
+    from tests.conftest import made_once
+
+    folder = made_once(tmp_path_factory, "notebook", lambda out: _execute(out, str(absolute_run), str(train_corpus)))
+    return nbformat.read(folder / "executed.ipynb", as_version=4)
+
+
+def _execute(folder, run: str, corpus: str) -> None:
+    """Run the notebook's cells in a kernel of this interpreter; write the executed notebook to ``folder``."""
     cells = [
         "import posviz",
         f"posviz.attention({run!r}, corpus={corpus!r}, seq_len=32, max_blocks=4, layers='all')",
@@ -28,7 +35,6 @@ def executed(absolute_run, train_corpus, tmp_path_factory):
         f"posviz.extrapolate({run!r}, corpus={corpus!r}, lengths='16,32', max_blocks=2)",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    folder = tmp_path_factory.mktemp("notebook")
     # a kernelspec of this interpreter in a folder of the test's own, whatever kernels the machine has installed
     spec = folder / "jupyter" / "kernels" / "posviz-test"
     spec.mkdir(parents=True)
@@ -44,7 +50,7 @@ def executed(absolute_run, train_corpus, tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return nb
+    nbformat.write(nb, folder / "executed.ipynb")
 
 
 def _html(cell) -> str:
