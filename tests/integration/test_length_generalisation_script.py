@@ -11,16 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_runs import run_in_process
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 TOY = ["--tasks", "parity", "--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval-every", "2",
        "--batch-size", "8", "--examples", "6"]
 
 
-def run(tmp_path: Path, *extra: str, toy: list[str] = TOY) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPTS / "length_generalisation.py"), "--out", str(tmp_path / "runs"),
-           "--results", str(tmp_path / "results"), *toy, *extra]
+def run(tmp_path: Path, *extra: str, toy: list[str] = TOY, in_process: bool = False) -> subprocess.CompletedProcess:
+    """The script as a program (``in_process``: its ``main`` in this process, for runs that train nothing)."""
+    script = SCRIPTS / "length_generalisation.py"
+    argv = ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *toy, *extra]
+    if in_process:
+        return run_in_process(script, argv)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
@@ -55,14 +60,15 @@ def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):
     assert picture["task"] == "parity" and {picture["schemes"][w]["scheme"] for w in ("best", "worst")} <= {"absolute", "alibi"}
     assert (results / "attention.png").stat().st_size > 10_000 and table["machines"] == [alibi["machine"]]
     # resumes from the results alone; another budget is refused before anything trains
-    again = run(tmp_path)
+    again = run(tmp_path, in_process=True)
     assert again.returncode == 0 and "training" not in again.stderr
-    other = run(tmp_path, "--steps", "6", "--eval-every", "3", toy=[a for a in TOY if a not in ("--steps", "4", "--eval-every", "2")])
+    other = run(tmp_path, "--steps", "6", "--eval-every", "3", toy=[a for a in TOY if a not in ("--steps", "4", "--eval-every", "2")],
+                in_process=True)
     assert other.returncode != 0 and "steps" in other.stderr
 
 
 def test_a_time_box_starts_no_run_after_it(tmp_path):
-    done = run(tmp_path, "--stop-after", "0")
+    done = run(tmp_path, "--stop-after", "0", in_process=True)
     assert done.returncode == 0, done.stderr
     assert "--stop-after 0 s reached, parity-absolute-s0 not started" in done.stderr
     assert not (tmp_path / "runs").exists() and not list((tmp_path / "results").glob("runs/*.json"))

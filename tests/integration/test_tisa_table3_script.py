@@ -8,15 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.script_runs import run_in_process
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tisa_table3.py"
 TOY = ["--seeds", "0", "--configs", "a-baseline", "--steps", "4", "--eval-every", "2", "--curve-steps", "2",
        "--finetune-steps", "2", "--train-size", "40", "--dev-size", "20", "--seq-len", "32", "--vocab-size", "300"]
 
 
-def run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra]
+def run(tmp_path: Path, *extra: str, in_process: bool = False) -> subprocess.CompletedProcess:
+    """The script as a program (``in_process``: its ``main`` in this process, for runs that train nothing)."""
+    argv = ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra]
+    if in_process:
+        return run_in_process(SCRIPT, argv)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_pipeline_keeps_results_and_resumes_from_them(tmp_path):
@@ -41,19 +46,19 @@ def test_pipeline_keeps_results_and_resumes_from_them(tmp_path):
     assert settings["steps"] == 4 and settings["finetune_steps"] == 2
 
     # a second machine: no run folders, only the kept results; nothing is trained again
-    again = run(tmp_path)
+    again = run(tmp_path, in_process=True)
     assert again.returncode == 0, again.stderr
     assert "a-baseline-s0: results kept, skipped" in again.stderr and "pre-training" not in again.stderr
     assert not (tmp_path / "runs" / "a-baseline-s0").exists()
 
     # other settings on the same results: refused with one error line, results untouched
     before = (kept / "finetune" / "step-4" / "builtin-shuffled.json").read_bytes()
-    other = run(tmp_path, "--finetune-lr", "1e-3")
+    other = run(tmp_path, "--finetune-lr", "1e-3", in_process=True)
     assert other.returncode == 2 and other.stderr.startswith("error: ") and "finetune_lr" in other.stderr
     assert (kept / "finetune" / "step-4" / "builtin-shuffled.json").read_bytes() == before
 
 
 def test_an_unknown_configuration_is_refused_before_any_run(tmp_path):
-    res = run(tmp_path, "--configs", "a-baseline", "a-S7")  # a typo must not shrink the experiment silently
+    res = run(tmp_path, "--configs", "a-baseline", "a-S7", in_process=True)  # a typo must not shrink the experiment silently
     assert res.returncode == 2 and "invalid choice: 'a-S7'" in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()

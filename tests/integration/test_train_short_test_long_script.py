@@ -9,15 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.script_runs import run_in_process
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_short_test_long.py"
 TOY = ["--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval-every", "2", "--seq-len", "16",
        "--factors", "1,2", "--eval-blocks", "2", "--vocab-size", "300"]
 
 
-def run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra]
+def run(tmp_path: Path, *extra: str, in_process: bool = False) -> subprocess.CompletedProcess:
+    """The script as a program (``in_process``: its ``main`` in this process, for runs that train nothing)."""
+    argv = ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra]
+    if in_process:
+        return run_in_process(SCRIPT, argv)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_pipeline_scores_past_the_training_length_and_resumes_from_results(tmp_path):
@@ -50,12 +55,12 @@ def test_pipeline_scores_past_the_training_length_and_resumes_from_results(tmp_p
     assert (results / "figure.png").stat().st_size > 10_000
 
     # a second machine: no run folders, only the kept results; nothing is trained again
-    again = run(tmp_path)
+    again = run(tmp_path, in_process=True)
     assert again.returncode == 0, again.stderr
     assert "alibi-s0: results kept, skipped" in again.stderr and "training" not in again.stderr
 
     # other settings on the same results: refused with one error line, results untouched
     before = (results / "runs" / "alibi-s0.json").read_bytes()
-    other = run(tmp_path, "--batch-size", "8")
+    other = run(tmp_path, "--batch-size", "8", in_process=True)
     assert other.returncode == 2 and other.stderr.startswith("error: ") and "batch_size" in other.stderr
     assert (results / "runs" / "alibi-s0.json").read_bytes() == before
