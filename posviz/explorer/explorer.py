@@ -75,17 +75,15 @@ def check_models(models: Sequence[str]) -> list[str]:
     return models
 
 
-def _model_entry(spec: str, settings: Any, *, heads: bool) -> dict[str, Any]:
-    """One model's weight tabs (a loop over the registry's measures with one: P, Heads; what the model has of them)
-    and its Series tab, with notes on what it lacks."""
-    from posviz.explorer.weights import weight_tab_measures
+def _model_entry(spec: str, settings: Any, tabs: Sequence[Any]) -> dict[str, Any]:
+    """One model's weight ``tabs`` (the registry's: P, Heads; what the model has of them) and its Series tab, with
+    notes on what it lacks."""
     from posviz.read.runs import is_run_folder
     from posviz.util.names import display_name
 
     entry: dict[str, Any] = {"name": spec, "p": None, "heads": None, "corpus": None, "series": None, "notes": []}
     missing: UnsupportedModelError | None = None
-    for measure in weight_tab_measures(skip=() if heads else ("heads",)):
-        tab = measure.load("explorer")
+    for tab in tabs:
         try:
             view = tab.data(spec, settings)
         except UnsupportedModelError as e:  # no learned table (RoPE, T5, ...): the heads may still be there
@@ -94,7 +92,7 @@ def _model_entry(spec: str, settings: Any, *, heads: bool) -> dict[str, Any]:
             continue
         if view is not None:
             entry[tab.key], entry["name"] = view, view["model"]
-    if not any(entry[key] is not None for key in ("p", "heads")):
+    if not any(entry[tab.key] is not None for tab in tabs):
         raise missing if missing is not None else UnsupportedModelError(f"{spec}: nothing to explore")
     entry["label"] = display_name(entry["name"])  # menus and titles; the provenance keeps the full name
     if is_run_folder(spec) and entry["p"] is not None:  # the run's checkpoints, as its E_P's Toeplitzness series
@@ -171,11 +169,13 @@ def explore(
     models = check_models(models)
     if max_positions < 16:
         raise OptionError(f"max_positions must be at least 16, got {max_positions}")
-    from posviz.explorer.weights import WeightSettings
+    from posviz.explorer.weights import WeightSettings, weight_tab_measures
 
     settings = WeightSettings(layers=layers, max_positions=max_positions, positions=positions, table=table,
                               null_draws=null_draws, seed=seed, progress=progress)
-    entries = [_model_entry(m, settings, heads=heads) for m in models]
+    tabs = [(m.name, m.load("explorer")) for m in weight_tab_measures()]  # the registry, read once for every model
+    wanted = [tab for name, tab in tabs if heads or name != "heads"]
+    entries = [_model_entry(m, settings, wanted) for m in models]
     if corpus is not None:
         from posviz.explorer.corpus import corpus_view, corpus_view_of, tab_measures
         from posviz.read.embeddings import is_synthetic
@@ -192,10 +192,7 @@ def explore(
     from posviz.explorer.provenance import sidebar
 
     js, js_version = plotly_js()
-    from posviz.explorer.weights import weight_tab_measures
-
-    weight_tabs = [{"name": m.name, "key": tab.key, "title": tab.title}
-                   for m in weight_tab_measures() for tab in [m.load("explorer")]]
+    weight_tabs = [{"name": name, "key": tab.key, "title": tab.title} for name, tab in tabs]
     data = {"format": "posviz-explorer/1", "models": entries, "weight_tabs": weight_tabs, "sidebar": sidebar(js_version)}
     title = "posviz explorer: " + ", ".join(e["label"] for e in entries)
     return Explorer(render_page(data, title, js), data)

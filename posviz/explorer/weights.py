@@ -7,7 +7,6 @@ Each is a :class:`~posviz.explorer.tab.WeightsTab`, the measure's ``explorer`` p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +26,13 @@ class WeightSettings:
     progress: bool = False
 
 
-def weight_tab_measures(skip: Sequence[str] = ()) -> list[Any]:
-    """The registry's measures with a weight tab on the page, in registry order, but those named in ``skip``."""
+def weight_tab_measures() -> list[Any]:
+    """The registry's measures with a weight tab on the page, in registry order."""
     from posviz.explorer.tab import WEIGHT_VIEWS
     from posviz.measures import get_measure, measure_names
 
     # only names of the page's views can have a tab: no other package's measure is imported to find them
-    names = [name for name in measure_names() if name in WEIGHT_VIEWS and name not in skip]
+    names = [name for name in measure_names() if name in WEIGHT_VIEWS]
     return [m for m in map(get_measure, names) if m.explorer]
 
 
