@@ -9,6 +9,7 @@ folder is pointed into one temporary folder, removed when the session ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import site
@@ -105,16 +106,26 @@ from tests.albert_planted import hub_id, plant_all  # noqa: E402
 from tests.checkpoint_factory import build_tiny_checkpoint, populate_hf_cache  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    """One intra-op torch thread for a module's tests: on a shared 2-core machine, spinning thread pools make tiny
-    models 10x slower. Use with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+@contextlib.contextmanager
+def one_torch_thread():
+    """One intra-op torch thread inside the block (as ``OMP_NUM_THREADS=1`` gives a process), the count before
+    restored after: on a shared 2-core machine, spinning thread pools make tiny models 10x slower."""
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for a module's tests (:func:`one_torch_thread`). Use with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    with one_torch_thread():
+        yield
 
 
 def made_once(tmp_path_factory, name: str, make) -> Path:
@@ -246,17 +257,12 @@ def train_corpus(tmp_path_factory) -> Path:
 
 def train_run(out: Path, scheme: str, corpus: Path) -> Path:
     """Run ``posviz train`` in this process (one torch thread: tiny models on a shared machine)."""
-    import torch
     from typer.testing import CliRunner
 
     from posviz.cli.app import app
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         res = CliRunner().invoke(app, ["train", "--scheme", scheme, "--corpus", str(corpus), "--out", str(out), *TRAIN_ARGS])
-    finally:
-        torch.set_num_threads(before)
     assert res.exit_code == 0, res.output
     assert f"checkpoint  {out / 'checkpoint-12'}" in res.stdout  # the final summary names the last checkpoint
     if scheme == "absolute":

@@ -17,6 +17,15 @@ import traceback
 from pathlib import Path
 
 
+def run_script(script: Path, argv: list[str], *, in_process: bool = False) -> subprocess.CompletedProcess:
+    """``script`` with ``argv`` as a program: its own interpreter, one thread, matplotlib's Agg backend, output captured
+    (``in_process``: :func:`run_in_process`, for runs that train nothing)."""
+    if in_process:
+        return run_in_process(script, argv)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=600, env=env)
+
+
 def run_in_process(script: Path, argv: list[str]) -> subprocess.CompletedProcess:
     """``script``'s ``main(argv)`` here, one torch thread (as ``OMP_NUM_THREADS=1``), its output captured.
 
@@ -33,17 +42,16 @@ def run_in_process(script: Path, argv: list[str]) -> subprocess.CompletedProcess
         Its exit status (``main``'s return value, argparse's exit, or 1 and the traceback for an exception that
         escapes), stdout and stderr, as a process would give them.
     """
-    import torch
+    from tests.conftest import one_torch_thread
 
     name = f"_script_under_test_{script.stem}"
     spec = importlib.util.spec_from_file_location(name, script)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
-    out, err, environ, threads = io.StringIO(), io.StringIO(), dict(os.environ), torch.get_num_threads()
-    torch.set_num_threads(1)
+    out, err, environ = io.StringIO(), io.StringIO(), dict(os.environ)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with one_torch_thread(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = module.main(argv)
             except SystemExit as e:  # argparse refuses an option
@@ -52,7 +60,6 @@ def run_in_process(script: Path, argv: list[str]) -> subprocess.CompletedProcess
                 traceback.print_exc()
                 code = 1
     finally:
-        torch.set_num_threads(threads)
         os.environ.clear()  # a script may set a variable for itself (CUDA_VISIBLE_DEVICES)
         os.environ.update(environ)
     return subprocess.CompletedProcess([str(script), *argv], code, out.getvalue(), err.getvalue())

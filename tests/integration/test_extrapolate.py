@@ -356,16 +356,16 @@ def test_a_length_the_model_refuses_is_na_and_other_errors_are_raised(absolute_r
 def test_causal_sinusoidal_and_rope_runs_go_past_their_length(train_corpus, tmp_path):
     """A sinusoidal run's table is computed for any length and RoPE has none: both are scored at twice their
     training length, as next-token models; a causal run with a learned table stops at its length."""
-    import torch
 
     from posviz.train import TrainOptions, train
+    from tests.conftest import one_torch_thread
 
-    torch.set_num_threads(1)
     runs = {}
     for scheme in ("sinusoidal", "rope", "absolute"):
         runs[scheme] = tmp_path / scheme
-        train(TrainOptions(scheme=scheme, corpus=[str(train_corpus)], out=runs[scheme], steps=2, eval_every=2, seq_len=16,
-                           vocab_size=300, max_eval_blocks=4, objective="causal"))
+        with one_torch_thread():  # restored after: it used to stay at 1 for the worker's later tests
+            train(TrainOptions(scheme=scheme, corpus=[str(train_corpus)], out=runs[scheme], steps=2, eval_every=2, seq_len=16,
+                               vocab_size=300, max_eval_blocks=4, objective="causal"))
     recs = extrapolate([str(p) for p in runs.values()], corpus=str(train_corpus), lengths="16,32", max_blocks=2,
                        layers="0").records()
     by = {(next(s for s in runs if f"{runs[s]}" in x["model"]), x["length"]): x for x in recs}

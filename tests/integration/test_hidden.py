@@ -301,14 +301,10 @@ def test_trajectory_measure_hidden_shared_out_under_torchrun(absolute_run, train
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
                           "posviz", *args], capture_output=True, text=True, env=env, timeout=600)
     assert two.returncode == 0, two.stdout + two.stderr
-    import torch
+    from tests.conftest import one_torch_thread
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the two processes (OMP_NUM_THREADS=1): the same float32 sums
-    try:
+    with one_torch_thread():  # as the two processes (OMP_NUM_THREADS=1): the same float32 sums
         one = CliRunner().invoke(app, args)  # the single-process reference, in this process
-    finally:
-        torch.set_num_threads(before)
     assert one.exit_code == 0, one.output
     merged, single = json.loads(two.stdout), json.loads(one.stdout)  # one JSON document: only the main process wrote
     assert [(r["step"], r["layer"]) for r in merged] == [(r["step"], r["layer"]) for r in single] == [(6, 0), (6, 2), (12, 0), (12, 2)]

@@ -4,14 +4,13 @@ kept and resumed from, tables and the MRR ranking, and results made from other d
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.script_runs import run_in_process
+from tests.script_runs import run_script
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 TOY = ["--tasks", "parity", "--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval-every", "2",
@@ -20,12 +19,9 @@ TOY = ["--tasks", "parity", "--seeds", "0", "--schemes", "absolute", "alibi", "-
 
 def run(tmp_path: Path, *extra: str, toy: list[str] = TOY, in_process: bool = False) -> subprocess.CompletedProcess:
     """The script as a program (``in_process``: its ``main`` in this process, for runs that train nothing)."""
-    script = SCRIPTS / "length_generalisation.py"
-    argv = ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *toy, *extra]
-    if in_process:
-        return run_in_process(script, argv)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=600, env=env)
+    return run_script(SCRIPTS / "length_generalisation.py",
+                      ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *toy, *extra],
+                      in_process=in_process)
 
 
 def test_runs_are_tested_past_their_length_kept_and_tabulated(tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from posviz.cli.app import app
+from tests.conftest import one_torch_thread
 from tests.distributions import install as _install
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -41,13 +41,11 @@ def installed(site, monkeypatch) -> Path:
 def fire_run(site, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fire") / "copy-fire"
     sys.path.insert(0, str(site))
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        res = CliRunner().invoke(app, ["train", "--task", "copy", "--scheme", "fire", "--train-length", "3", "--test-length", "6",
-                                       "--examples", "32", "--steps", "6", "--eval-every", "3", "--batch-size", "8", "--out", str(out)])
+        with one_torch_thread():
+            res = CliRunner().invoke(app, ["train", "--task", "copy", "--scheme", "fire", "--train-length", "3", "--test-length", "6",
+                                           "--examples", "32", "--steps", "6", "--eval-every", "3", "--batch-size", "8", "--out", str(out)])
     finally:
-        torch.set_num_threads(before)
         sys.path.remove(str(site))
     assert res.exit_code == 0, res.output
     return out

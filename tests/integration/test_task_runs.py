@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.tasks import make_split, task_vocabulary
+from tests.conftest import one_torch_thread
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,12 +27,8 @@ def cli(*args: str):
 
 
 def _train(out: Path, scheme: str) -> Path:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         res = cli("train", "--scheme", scheme, "--out", str(out), *TASK_ARGS)
-    finally:
-        torch.set_num_threads(before)
     assert res.exit_code == 0, res.output
     return out
 

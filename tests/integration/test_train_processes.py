@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from posviz.cli.app import app
 from posviz.toeplitz import score
-from tests.conftest import TRAIN_ARGS, made_once
+from tests.conftest import TRAIN_ARGS, made_once, one_torch_thread
 
 ROOT = Path(__file__).parents[2]
 
@@ -88,17 +88,12 @@ def test_two_processes_write_one_run_folder(two_process_run, absolute_run):
 def test_a_two_process_run_resumes_in_one_process(two_process_run, tmp_path):
     import shutil
 
-    import torch
 
     src, _ = two_process_run
     out = tmp_path / "abs"
     shutil.copytree(src, out)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         res = CliRunner().invoke(app, ["train", "--resume", "--out", str(out), "--steps", "18"])
-    finally:
-        torch.set_num_threads(before)
     assert res.exit_code == 0, res.output
     assert "resumed from checkpoint-12" in res.stdout
     assert "warning: the run last ran in 2 process(es) (global batch 16) and resumes in 1 (global batch 8)" in res.stderr

@@ -4,12 +4,10 @@ keep the results, resume from them alone, tabulate with n/a where a learned tabl
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.script_runs import run_in_process
+from tests.script_runs import run_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_short_test_long.py"
 TOY = ["--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval-every", "2", "--seq-len", "16",
@@ -18,11 +16,8 @@ TOY = ["--seeds", "0", "--schemes", "absolute", "alibi", "--steps", "4", "--eval
 
 def run(tmp_path: Path, *extra: str, in_process: bool = False) -> subprocess.CompletedProcess:
     """The script as a program (``in_process``: its ``main`` in this process, for runs that train nothing)."""
-    argv = ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra]
-    if in_process:
-        return run_in_process(SCRIPT, argv)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, timeout=600, env=env)
+    return run_script(SCRIPT, ["--out", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), *TOY, *extra],
+                      in_process=in_process)
 
 
 def test_pipeline_scores_past_the_training_length_and_resumes_from_results(tmp_path):
