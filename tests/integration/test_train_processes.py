@@ -165,8 +165,7 @@ def test_ctrl_c_stops_every_process_with_one_line(train_corpus, tmp_path):
 def test_a_bug_in_the_main_process_stops_every_process(train_corpus, tmp_path):
     """The main process keeps its traceback; the other one, blocked in a collective, ends with the same code (1)."""
     proc, codes = _planted("bug", train_corpus, tmp_path)
-    assert codes == {"rank-0": "1", "rank-1": "1"}, proc.stderr
-    assert proc.stderr.count("exitcode  : 1") == 2 and "Signal" not in proc.stderr, proc.stderr  # none terminated
+    assert_left_with(proc, codes, 1)  # the launcher's own summary may list one process or both: not counted
     assert proc.stderr.count("RuntimeError: a planted bug") == 1 and "[rank1]" not in proc.stderr, proc.stderr
     assert "terminate called" not in proc.stderr and not [line for line in proc.stderr.splitlines() if line.startswith("error:")]
 
