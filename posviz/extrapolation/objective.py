@@ -75,3 +75,13 @@ def head_class_known(model_type: str, kind: str) -> bool:
     except KeyError:
         return False
     return config_class in auto._model_mapping
+
+
+def lm_head(config: Mapping[str, Any]) -> str | None:
+    """The head :func:`posviz.observe.loading.load_model` loads for scoring a model with this config dict, or ``None``
+    (no language-model objective, or no class for it): the ``head_for`` of a session that also scores logits
+    (:func:`posviz.observe.shared_models.shared_models`)."""
+    kind = objective(config)
+    if kind is None or not head_class_known(str(config.get("model_type", "")), kind):
+        return None
+    return HEADS[kind]

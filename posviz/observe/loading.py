@@ -11,6 +11,8 @@ Attention is eager by default, because only eager attention returns the attentio
 probabilities that ``posviz attention`` and ``posviz extrapolate`` read. ``posviz
 hidden`` reads hidden states alone and loads the model's own default (SDPA where the
 model supports it), which is what a plain ``from_pretrained`` script runs.
+
+Inside :func:`posviz.observe.shared_models.shared_models` a model is loaded once and handed to every later call for it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from posviz.errors import OptionError, SourceError, UnsupportedModelError
 from posviz.observe.lengths import max_positions, table_length, training_length
+from posviz.observe.shared_models import Weights
 from posviz.read.families import config_value
 
 
@@ -132,10 +135,10 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     SourceError, UnsupportedModelError
         The model or its tokenizer cannot be loaded, or has no eager attention (when asked for).
     """
-    import transformers
     from transformers import AutoConfig
 
     import posviz.models  # noqa: F401  (registers posviz-trained models with the Auto classes)
+    from posviz.observe.shared_models import shared_load
 
     where, revision, label, run = _where(spec)
     try:
@@ -143,6 +146,34 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(f"cannot read the config of {spec}: {first}") from None
+    as_dict = config.to_dict()
+
+    def load(chosen: str | None) -> Weights:
+        return _load_weights(spec, where, revision, config, head=chosen, device=device, device_map=device_map,
+                             config_edit=config_edit, attn_implementation=attn_implementation)
+
+    if config_edit is None:  # the session's model where one is open (posviz.observe.shared_models)
+        weights = shared_load((spec, device, device_map, attn_implementation), head, as_dict, load)
+    else:  # an edited config is another model
+        weights = load(head)
+    model = weights.module(head)
+    missing = weights.missing_keys if head is not None else ()
+    as_dict = config.to_dict()  # as edited
+    layers = config_value(config, ("num_hidden_layers", "n_layer", "num_layers"))
+    heads = config_value(config, ("num_attention_heads", "n_head", "num_heads"))
+    tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
+    declared = max_positions(config)
+    return LoadedModel(model=model, tokenizer=tok, label=label, num_layers=int(layers), num_heads=int(heads),
+                       max_positions=declared, table_positions=table_length(as_dict, declared),
+                       trained_positions=training_length(as_dict, declared), missing_keys=missing)
+
+
+def _load_weights(spec: str, where: str, revision: str | None, config: Any, *, head: str | None, device: str | None,
+                  device_map: str | None, config_edit: Callable[[Any], None] | None,
+                  attn_implementation: str | None) -> Weights:
+    """``from_pretrained`` of ``spec`` with ``head`` (``None``: ``AutoModel``), in eval mode, on its device."""
+    import transformers
+
     kwargs: dict[str, Any] = {"revision": revision}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
@@ -173,13 +204,7 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
     if device_map is None and device:
         model = _to_device(model, device)
     model.eval()
-    layers = config_value(config, ("num_hidden_layers", "n_layer", "num_layers"))
-    heads = config_value(config, ("num_attention_heads", "n_head", "num_heads"))
-    tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None
-    declared, as_dict = max_positions(config), config.to_dict()
-    return LoadedModel(model=model, tokenizer=tok, label=label, num_layers=int(layers), num_heads=int(heads),
-                       max_positions=declared, table_positions=table_length(as_dict, declared),
-                       trained_positions=training_length(as_dict, declared), missing_keys=missing)
+    return Weights(model, head, missing)
 
 
 def _quiet_load(auto: Any, where: str, kwargs: dict[str, Any]) -> Any:

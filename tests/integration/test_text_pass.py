@@ -27,19 +27,22 @@ def eager_probe() -> int:
 
 @pytest.fixture
 def counted(monkeypatch):
-    """``{"loads": k, "forwards": m}``: calls of posviz's model loader and forward calls of the models it loaded."""
+    """``{"loads": k, "forwards": m}``: models posviz's loader read from disk (``from_pretrained`` calls; a model handed
+    on within a session of :mod:`posviz.observe.shared_models` is not read again) and forward calls of their base
+    module (the bare model, or the base of one loaded with a head), which every run of the model passes once."""
     import posviz.observe.loading as loading
 
     counts = {"loads": 0, "forwards": 0}
-    real = loading.load_model
+    real = loading._load_weights
 
-    def load_model(*args, **kwargs):
-        loaded = real(*args, **kwargs)
+    def load_weights(*args, **kwargs):
+        weights = real(*args, **kwargs)
         counts["loads"] += 1
-        loaded.model.register_forward_pre_hook(lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1))
-        return loaded
+        base = weights.module(None)
+        base.register_forward_pre_hook(lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1))
+        return weights
 
-    monkeypatch.setattr(loading, "load_model", load_model)
+    monkeypatch.setattr(loading, "_load_weights", load_weights)
     return counts
 
 
@@ -122,6 +125,37 @@ def test_report_with_one_corpus_loads_each_model_once(minilm_dir, text, counted,
     tabs = page_data(out.with_suffix(".html").read_text(encoding="utf-8"))["models"][0]["corpus"]
     assert tabs["attention"]["seq_len"] == N and tabs["attention"]["layers"] == [0]  # the report's layers (--layers 0)
     assert len(tabs["hidden"]["records"]) == 7 and tabs["hidden"]["records"][0]["blocks"] == BLOCKS
+
+
+def test_report_with_extrapolation_loads_each_model_once(absolute_run, train_corpus, counted, tmp_path):
+    """``posviz report RUN --corpus FILE --extrapolate-lengths ...``: the text measures and the extrapolation section
+    run one load of the model (with its masked-LM head, whose base runs the text pass), and the section's numbers
+    are those of ``posviz.extrapolate`` run alone."""
+    from pypdf import PdfReader
+
+    import posviz
+    from posviz.report import ReportOptions, build_context
+    from posviz.report.sections.running import run_text_passes
+
+    lengths = f"{N // 2},{N}"  # within the run's table of 32 positions
+    out = tmp_path / "r.pdf"
+    res = CliRunner().invoke(app, ["report", str(absolute_run), "--no-albert", "--corpus", str(train_corpus),
+                                   "--attention-seq-len", str(N), "--hidden-seq-len", str(N), "--attention-max-blocks",
+                                   str(BLOCKS), "--hidden-max-blocks", str(BLOCKS), "--extrapolate-lengths", lengths,
+                                   "--extrapolate-corpus", str(train_corpus), "--extrapolate-max-blocks", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    sections = res.stderr.split("sections:")[1]
+    assert "attention" in sections and "hidden" in sections and "extrapolate" in sections
+    assert counted["loads"] == 1
+    assert "Beyond the trained length" in " ".join(p.extract_text() for p in PdfReader(out).pages)
+    options = ReportOptions(albert=False, attention_corpus=None, hidden_corpus=None, extrapolate_lengths=lengths,
+                            extrapolate_corpus=str(train_corpus), extrapolate_max_blocks=2)
+    counted["loads"] = 0
+    in_report = run_text_passes(build_context([str(absolute_run)], options))[str(absolute_run)]["extrapolate"]
+    alone = posviz.extrapolate(str(absolute_run), corpus=str(train_corpus), lengths=lengths, max_blocks=2)
+    assert counted["loads"] == 2 and [r.loss for r in in_report.runs] == [r.loss for r in alone.runs]
+    assert all(r.loss is not None for r in alone.runs)  # a trained head: the loss is there
+    assert in_report.to_frame().equals(alone.to_frame())
 
 
 def test_explore_corpus_loads_each_model_once(minilm_dir, text, counted):

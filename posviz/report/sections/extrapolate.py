@@ -11,23 +11,22 @@ from __future__ import annotations
 from posviz.report.context import ReportContext
 from posviz.report.layout import Block, captioned_page
 from posviz.report.section import Section
-from posviz.report.sections.running import run_each
+from posviz.report.sections.running import run_each, text_result
 
 
 def build(ctx: ReportContext) -> list:
     """One page for every model together; nothing without ``extrapolate_lengths``."""
     from dataclasses import replace
 
-    from posviz.extrapolation.extrapolate import extrapolate
     from posviz.plots.extrapolate import plot_extrapolation
 
     o = ctx.options
     if o.extrapolate_lengths is None:
         return []
     merged = None
-    # one model at a time, so that one model's error leaves the others on the page
-    runs = run_each(ctx, "Extrapolation", lambda spec: extrapolate(spec, corpus=o.extrapolate_corpus, lengths=o.extrapolate_lengths,
-                                                                   max_blocks=o.extrapolate_max_blocks, seed=o.seed))
+    # one model at a time, so that one model's error leaves the others on the page; each run on the load that its
+    # text passes used (running.text_result)
+    runs = run_each(ctx, "Extrapolation", lambda spec: text_result(ctx, spec, "extrapolate"))
     for _item, result in runs:
         merged = result if merged is None else replace(merged, runs=merged.runs + result.runs,
                                                        budget={**merged.budget, **result.budget})

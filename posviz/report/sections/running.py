@@ -1,8 +1,9 @@
 """What the sections that open or run each model share: which items they take, and each item's error kept as a note.
 
-The attention, hidden-states and extrapolation sections run every model or run of
-the report on text (the attention and hidden-states sections share one text pass per model where their corpus,
-length and blocks agree: :func:`text_result`); the heads section opens each one's weights. A synthetic table
+The attention, hidden-states, measures and extrapolation sections run every model or run of
+the report on text, on one load of each model (:func:`text_result`): the text measures share one pass per model where
+their corpus, length and blocks agree, and ``extrapolate`` runs the same loaded model; the heads section opens each
+one's weights. A synthetic table
 (``sinusoidal:512x768``) has no model and is skipped; a model that fails leaves a
 note on the report and the other models go on.
 """
@@ -45,7 +46,7 @@ def run_each(ctx: ReportContext, what: str, measure: Callable[[str], R],
 
 
 def text_result(ctx: ReportContext, spec: str, name: str) -> Any:
-    """The result of text measure ``name`` (``attention``, ``hidden``) for ``spec``, from the report's text passes.
+    """The result of ``name`` (``attention``, ``hidden``, a registered text measure, ``extrapolate``) for ``spec``.
 
     The first section that asks runs every text measure of the report that shares its corpus, block length and
     block count in one pass (:func:`posviz.observe.text_pass.observe_text`: the model loaded once, each batch run
@@ -65,7 +66,7 @@ def text_result(ctx: ReportContext, spec: str, name: str) -> Any:
 
 def run_text_passes(ctx: ReportContext) -> dict[str, dict[str, Any]]:
     """Every item's text passes, run now (``--html`` shows them in the explorer before the PDF is drawn)."""
-    if text_requests(ctx.options):
+    if text_requests(ctx.options) or ctx.options.extrapolate_lengths is not None:
         for item in ctx.items:
             spec = runnable_spec(item)
             if spec is not None:
@@ -77,8 +78,31 @@ def _passes_of(ctx: ReportContext, spec: str) -> dict[str, Any]:
     """``spec``'s results (or errors) by measure name, run at the first call and kept in ``ctx.extras``."""
     passes = ctx.extras.setdefault("text_passes", {})
     if spec not in passes:
-        passes[spec] = _text_passes(ctx, spec)
+        passes[spec] = _model_runs(ctx, spec)
     return passes[spec]
+
+
+def _model_runs(ctx: ReportContext, spec: str) -> dict[str, Any]:
+    """Every run of ``spec`` that the report makes, on one load of the model: its text passes and, with
+    ``--extrapolate-lengths``, ``extrapolate`` (the model then loaded once with its language-model head, whose base
+    runs the text passes: :mod:`posviz.observe.shared_models`)."""
+    from posviz.observe.shared_models import shared_models
+
+    o = ctx.options
+    if o.extrapolate_lengths is None:
+        with shared_models():
+            return _text_passes(ctx, spec)
+    from posviz.extrapolation.extrapolate import extrapolate
+    from posviz.extrapolation.objective import lm_head
+
+    with shared_models(head_for=lm_head):
+        out = _text_passes(ctx, spec)
+        try:
+            out["extrapolate"] = extrapolate(spec, corpus=o.extrapolate_corpus, lengths=o.extrapolate_lengths,
+                                             max_blocks=o.extrapolate_max_blocks, seed=o.seed)
+        except PosvizError as e:
+            out["extrapolate"] = e
+    return out
 
 
 def text_requests(options: Any) -> dict[tuple[str, int, int], list[Any]]:
