@@ -2,8 +2,9 @@
 
 By default the model keeps its own fast attention and :class:`~posviz.observe.tiled.run.TiledObserver`
 computes the statistics in tiles from the queries and keys it forms. With ``exact_maps``, on an older
-transformers without an attention interface, or when a pass finds the inputs not capturable (one warning),
-the model runs eager attention and :class:`~posviz.observe.accumulate.EagerObserver` sums each chosen
+transformers without an attention interface, when a pass finds the inputs not capturable (one warning), or when
+another measure of the pass reads whole eager maps (:attr:`~posviz.observe.runner.BlockRun.eager_for`: the model then
+runs eager attention for all of them), the model runs eager attention and :class:`~posviz.observe.accumulate.EagerObserver` sums each chosen
 layer's whole maps. Both end in an :class:`~posviz.observe.attention.AttentionResult`.
 """
 
@@ -59,21 +60,19 @@ class AttentionRequest:
         self.eager = self.exact_maps or self.why_not is not None
         return self.eager
 
-    def join_eager(self, others: str) -> None:
-        """Other measures of the pass (``others``) read whole eager maps: the model runs eager attention, whose own
-        maps these statistics are then summed from (the tiles capture nothing under eager attention)."""
-        self.eager = True
-        self.why_not = f"{others} of the same pass read(s) the whole attention maps"
-
     def layer_count(self, loaded: Any) -> int:
         """Attention layers of the model."""
         return int(loaded.num_layers)
 
     def observer(self, run: Any, layers: list[int], batch_size: int) -> Any:
         """Tiles from the queries and keys, or eager maps summed whole."""
-        if self.eager:
+        if self.eager or run.eager_for:
             if self.why_not is not None:  # an older transformers: eager, as always, without a warning
-                check_eager_fits(run.loaded, len(layers), run.seq_len, self.why_not, batch_size)
+                check_eager_fits(run.loaded, len(layers), run.seq_len, f"its attention inputs cannot be captured ({self.why_not})",
+                                 batch_size)
+            elif not self.eager:  # the model runs eager for other measures: their maps are summed, the tiles see nothing
+                check_eager_fits(run.loaded, len(layers), run.seq_len,
+                                 f"the pass runs eager attention for {', '.join(run.eager_for)}, which read(s) whole maps", batch_size)
             from posviz.observe.accumulate import EagerObserver
 
             return EagerObserver(run.loaded.model, layers, self)
@@ -91,11 +90,12 @@ class AttentionRequest:
         self.eager = True
         warnings.warn(f"{run.loaded.label} ({type(run.loaded.model).__name__}): {why}; falling back to eager attention "
                       "maps, whose memory grows with n squared", stacklevel=4)
-        check_eager_fits(run.loaded, len(layers), run.seq_len, why, batch_size)
+        check_eager_fits(run.loaded, len(layers), run.seq_len, f"its attention inputs cannot be captured ({why})", batch_size)
 
 
-def check_eager_fits(loaded: Any, layers: int, n: int, why_not: str | None, batch_size: int = 1) -> None:
-    """Refuse (exit 2) a length whose eager maps cannot fit this machine's memory, naming the architecture."""
+def check_eager_fits(loaded: Any, layers: int, n: int, why_eager: str | None, batch_size: int = 1) -> None:
+    """Refuse (exit 2) a length whose eager maps cannot fit this machine's memory, naming the architecture and
+    ``why_eager`` (a clause: why the model runs eager attention)."""
     import os
 
     try:
@@ -107,5 +107,5 @@ def check_eager_fits(loaded: Any, layers: int, n: int, why_not: str | None, batc
     if need > memory:
         raise OptionError(f"{type(loaded.model).__name__} ({loaded.label}): eager attention maps of {n} positions need about "
                           f"{need / 2**30:.0f} GiB, more than this machine's {memory / 2**30:.0f} GiB"
-                          + (f", and its attention inputs cannot be captured ({why_not})" if why_not else ""),
+                          + (f"; {why_eager}" if why_eager else ""),
                           "use a shorter --seq-len, fewer --layers or --batch-size 1")

@@ -41,6 +41,9 @@ class BlockRun:
         The corpus, as named in outputs: its spec and the first 12 hex digits of its SHA-256.
     special_positions
         Positions holding the same special token in every block.
+    eager_for
+        The measures of the pass that read whole eager attention maps, for which the model was loaded with eager
+        attention (:func:`posviz.observe.text_pass.observe_text`); the other measures run on it as it is.
     """
 
     loaded: LoadedModel
@@ -49,6 +52,7 @@ class BlockRun:
     layout: str
     corpus: str
     special_positions: tuple[int, ...]
+    eager_for: tuple[str, ...] = ()
 
     @property
     def seq_len(self) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from posviz.observe.text_input import TextInput
@@ -73,10 +73,10 @@ class TextRequest(Protocol):
     def observer(self, run: Any, layers: list[int], batch_size: int) -> TextObserver:
         """The observer of one pass over ``run``'s blocks, for the chosen ``layers``, in batches of ``batch_size``.
 
-        A request may also have ``start(stack)`` (called before the model loads),
-        ``join_eager(names)`` (called when other measures of the pass, ``names``, need eager attention maps: the
-        model runs eager for all of them) and ``fall_back(run, layers, batch_size, why)`` (called when a pass found
-        the attention inputs not capturable, before the pass runs again with eager attention).
+        ``run.eager_for`` names the measures for which the model runs eager attention (a measure that reads the
+        attention another way sums the eager maps there are). A request may also have ``start(stack)`` (called
+        before the model loads) and ``fall_back(run, layers, batch_size, why)`` (called when a pass found the
+        attention inputs not capturable, before the pass runs again with eager attention).
         """
 
 
@@ -186,12 +186,8 @@ def observe_text(model: str, requests: Sequence[TextRequest], text: TextInput | 
             start = getattr(r, "start", None)
             if start is not None:  # e.g. the probe worker, started while the model loads
                 start(stack)
-        eager = [r.name for r in requests if r.needs_eager()]
-        for r in requests:  # one model for every measure: a measure that could do without eager maps is told they are there
-            join = getattr(r, "join_eager", None)
-            if eager and join is not None and r.name not in eager:
-                join(", ".join(eager))
-        run = load_blocks(model, text, attn_implementation="eager" if eager else None)
+        eager = tuple(r.name for r in requests if r.needs_eager())  # one model for every measure: eager if one needs it
+        run = replace(load_blocks(model, text, attn_implementation="eager" if eager else None), eager_for=eager)
         layers = {r.name: choose_layers(run.loaded, r.layers, r.layer_count(run.loaded)) for r in requests}
         return _measure(run, requests, layers, batch_size=text.batch_size, show_progress=text.show_progress)
 

@@ -323,3 +323,23 @@ def test_a_measure_reading_eager_maps_gets_them_beside_attention(minilm_dir):
     assert both["maps"] == 6  # six layers, one batch
     exact = observe_text(str(minilm_dir), [AttentionRequest(layers="all", exact_maps=True)], token_blocks=ids)
     _close(both["attention"].records(), exact["attention"].records(), ("toeplitzness_offdiag", "sink_mass"), 1e-9)
+    refused = _eager_refusal(minilm_dir, both)
+    assert refused.startswith("BertModel (") and "eager attention maps of 1000000 positions need about" in refused
+    assert "GiB; the pass runs eager attention for maps, which read(s) whole maps (hint:" in refused
+    assert "cannot be captured" not in refused
+
+
+def _eager_refusal(minilm_dir, done) -> str:
+    """The one line with which ``attention`` refuses a length whose eager maps cannot fit, when the model runs eager
+    for the measures of ``done``'s pass other than attention."""
+    from posviz.errors import OptionError
+    from posviz.observe.attention_pass import AttentionRequest
+    from posviz.observe.loading import load_model
+    from posviz.observe.runner import BlockRun
+
+    others = tuple(name for name in done.results if name != "attention")
+    run = BlockRun(load_model(str(minilm_dir), with_tokenizer=False), [], np.zeros((1, 10**6), dtype=np.int64), "", "",
+                   (), eager_for=others)
+    with pytest.raises(OptionError) as refused:
+        AttentionRequest(layers="all").observer(run, list(range(6)), 1)
+    return str(refused.value)
