@@ -71,7 +71,7 @@ PLOTS = ["posviz/plots/*.py"]
 REPORT = ["posviz/report/*.py", "posviz/report/sections/*.py", "posviz/reference/*"]
 # posviz attention and posviz hidden share the text pass, the block runner and the loader; each recipe depends on its own half
 OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", "posviz/observe/lengths.py", "posviz/observe/loading.py",
-               "posviz/observe/runner.py", "posviz/observe/text_input.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
+               "posviz/observe/runner.py", "posviz/observe/shared_models.py", "posviz/observe/text_input.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
                      "posviz/observe/attention.py", "posviz/observe/attention_pass.py", "posviz/observe/attention_result.py",
                      "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
