@@ -15,6 +15,18 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
+
+
+def load_script(script: Path, name: str | None = None) -> Any:
+    """The module of ``script`` (a file of ``scripts/``), imported under ``name`` (default: one made from its stem) and
+    registered in ``sys.modules``, where its dataclasses look their module up."""
+    name = name or f"_script_under_test_{script.stem}"
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_script(script: Path, argv: list[str], *, in_process: bool = False) -> subprocess.CompletedProcess:
@@ -44,11 +56,7 @@ def run_in_process(script: Path, argv: list[str]) -> subprocess.CompletedProcess
     """
     from tests.conftest import one_torch_thread
 
-    name = f"_script_under_test_{script.stem}"
-    spec = importlib.util.spec_from_file_location(name, script)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = load_script(script)
     out, err, environ = io.StringIO(), io.StringIO(), dict(os.environ)
     try:
         with one_torch_thread(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

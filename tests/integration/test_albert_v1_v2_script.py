@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.script_runs import load_script
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -18,12 +19,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "albert_v1_v2.py"
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("albert_v1_v2", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    yield load_script(SCRIPT, "albert_v1_v2")
+    del sys.modules["albert_v1_v2"]
 
 
 

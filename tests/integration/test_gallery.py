@@ -12,7 +12,6 @@ commit still does, since a fresh clone's work tree is that commit.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import re
 import shutil
@@ -24,16 +23,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import made_once
+from tests.script_runs import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_gallery():
-    spec = importlib.util.spec_from_file_location("posviz_gallery", ROOT / "scripts" / "gallery.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "gallery.py", "posviz_gallery")
 
 
 gallery = _load_gallery()

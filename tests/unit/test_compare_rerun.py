@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from tests.script_runs import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("posviz_compare_rerun", ROOT / "scripts" / "compare_rerun.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _load()
+compare = load_script(ROOT / "scripts" / "compare_rerun.py", "posviz_compare_rerun")
 SHIPPED = {"corpus_sha256": "ab" * 32, "extrapolate": [{"loss": 5.0, "tokens": 100, "heads": [{"entropy": 2.0}]}]}
 
 

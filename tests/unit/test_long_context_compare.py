@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from tests.script_runs import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("posviz_long_context_tstl", ROOT / "scripts" / "long_context_tstl.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _load()
+script = load_script(ROOT / "scripts" / "long_context_tstl.py", "posviz_long_context_tstl")
 
 
 def _record(path: Path, sha: str, entropy: float) -> Path:

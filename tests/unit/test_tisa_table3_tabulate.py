@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,16 +11,14 @@ from pathlib import Path
 import pytest
 
 from posviz.finetuning.results import median_records, results_path, write_document
+from tests.script_runs import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tisa_table3_tabulate.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("tisa_table3_tabulate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "tisa_table3_tabulate")
 
 
 def write(run: Path, step: int, task: str, values: list[float]) -> None:
