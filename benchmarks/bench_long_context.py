@@ -12,12 +12,15 @@ runs one block of ``n`` random tokens three ways, each in a fresh process so tha
 
 Each row gives wall time and peak memory (CPU: the process's own peak RSS, VmHWM; CUDA: ``torch.cuda.max_memory_allocated``; CPU: VmHWM)
 and the ratio of tiled to plain. ``--check`` first compares tiled statistics with the eager maps at n = 512 on the
-chosen device (1e-5).
+chosen device (1e-5), and on a CUDA device the fused Triton kernel with the PyTorch tiles. ``--kernel`` picks the
+tiles' kernel (``POSVIZ_TILED_KERNEL``: ``auto`` takes the fused kernel on a CUDA device with Triton, ``torch``
+the PyTorch tiles, ``triton`` the fused kernel or an error).
 
 Usage::
 
     .venv/bin/python benchmarks/bench_long_context.py --sizes 2048 8192                  # CPU, tiny model
     python3 benchmarks/bench_long_context.py --device cuda --sizes 2048 8192 32768 --check
+    python3 benchmarks/bench_long_context.py --device cuda --sizes 2048 8192 32768 --kernel torch   # the unfused tiles
     python3 benchmarks/bench_long_context.py --device cuda --shape llama-3.2-1b --dtype bfloat16 --sizes 32768 --layers 0
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -121,17 +125,27 @@ def check(device: str, dtype: str) -> str:
     with torch.no_grad():
         with TiledCapture(model, tile=128) as capture:
             model(ids, use_cache=False)
+        unfused = None
+        if device == "cuda":  # the same tiles from PyTorch operations, to set beside the fused kernel's
+            os.environ["POSVIZ_TILED_KERNEL"] = "torch"
+            with TiledCapture(model, tile=128) as unfused:
+                model(ids, use_cache=False)
+            del os.environ["POSVIZ_TILED_KERNEL"]
         model.set_attn_implementation("eager")
         maps = [a.double().cpu() for a in model(ids, use_cache=False, output_attentions=True).attentions]
-    worst = 0.0
+    worst = fused = 0.0
     for layer, a in enumerate(maps):
+        if unfused is not None:
+            for name, value in capture.sums[layer].numpy().items():
+                fused = max(fused, float(np.max(np.abs(value - unfused.sums[layer].numpy()[name]))))
         st = layer_statistics(capture.sums[layer], capture.supports[layer])
         ref = dense(LayerSums(2, a.sum(0).numpy(), (a * a).sum((0, 3)).numpy(), (a.sum(-1) ** 2).sum(0).numpy()), True)
         for name in ("toeplitzness_offdiag", "toeplitzness", "null_mean", "positional_share", "positional_share_null", "sink_mass"):
             worst = max(worst, float(np.max(np.abs(getattr(st, name) - getattr(ref, name)))))
         entropy = -(a * torch.log(a.clamp_min(1e-300))).sum(-1).mean(0)[:, 1:].mean(-1).numpy()
         worst = max(worst, float(np.max(np.abs(st.entropy - entropy))))
-    return f"check on {device} ({dtype}), n = 512, 2 blocks, 4 layers: largest difference tiled - eager = {worst:.2e}"
+    also = f"; fused kernel - PyTorch tiles, every sum: {fused:.2e}" if unfused is not None else ""
+    return f"check on {device} ({dtype}), n = 512, 2 blocks, 4 layers: largest difference tiled - eager = {worst:.2e}{also}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tile", type=int, default=256)
     ap.add_argument("--eager-max", type=int, default=4096, help="largest n at which the eager mode runs")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--kernel", choices=("auto", "torch", "triton"), default="auto", help="the tiles' kernel (POSVIZ_TILED_KERNEL)")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -151,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         print(check(args.device, args.dtype), flush=True)
-    print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}\n")
+    print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}, kernel {args.kernel}\n")
     print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |")
     print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
@@ -161,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             cmd = [sys.executable, __file__, "--one", mode, str(n), "--device", args.device, "--dtype", args.dtype, "--shape", args.shape,
                    "--layers", args.layers, "--tile", str(args.tile)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "POSVIZ_TILED_KERNEL": args.kernel})
             if r.returncode != 0:
                 row[mode] = None
                 print(f"({mode} at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)

@@ -16,27 +16,12 @@ from typing import Any
 
 from posviz.extrapolation.blocks import TextBudget, length_blocks, protocol, text_budget
 from posviz.extrapolation.objective import (
-    HEADS,
-    head_class_known,
-    objective,
+    loss_plan,
     untrained_head,
 )
 from posviz.extrapolation.result import LengthRecord
 from posviz.extrapolation.scaling import RopeScaling, check_applied
 from posviz.observe.lengths import table_length, training_length
-
-
-def _loss_plan(config: dict[str, Any], tokenizer: Any) -> tuple[str | None, str | None, str | None]:
-    """``(objective, head to load, why there is no loss)`` for a model with this config and tokenizer."""
-    kind = objective(config)
-    model_type = str(config.get("model_type", ""))
-    if kind is None:
-        return None, None, f"no language-model objective for model_type {model_type!r} (encoder-decoder or encoder only)"
-    if not head_class_known(model_type, kind):
-        return kind, None, f"transformers has no {kind}-LM class for model_type {model_type!r}"
-    if kind == "masked" and getattr(tokenizer, "mask_token_id", None) is None:
-        return kind, None, "the tokenizer has no mask token"
-    return kind, HEADS[kind], None
 
 
 def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings: list[RopeScaling], *,
@@ -62,7 +47,7 @@ def model_runs(spec: str, config: dict[str, Any], texts: Sequence[str], scalings
 
     tok = load_tokenizer(spec, tokenizer)
     budget = text_budget(tok, texts, lengths[-1], max_blocks)
-    kind, head, no_loss = _loss_plan(config, tok)
+    kind, head, no_loss = loss_plan(config, tok)
     by_variant: dict[str, list[LengthRecord]] = {}
 
     def run(scaling: RopeScaling | None = None, extend_to: int | None = None) -> tuple[str, int | None]:

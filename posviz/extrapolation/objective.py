@@ -77,11 +77,22 @@ def head_class_known(model_type: str, kind: str) -> bool:
     return config_class in auto._model_mapping
 
 
+def loss_plan(config: Mapping[str, Any], tokenizer: Any = None) -> tuple[str | None, str | None, str | None]:
+    """``(objective, head to load, why there is no loss)`` for a model with this config dict and tokenizer (None:
+    not known yet; a masked LM then plans for its mask token)."""
+    kind = objective(config)
+    model_type = str(config.get("model_type", ""))
+    if kind is None:
+        return None, None, f"no language-model objective for model_type {model_type!r} (encoder-decoder or encoder only)"
+    if not head_class_known(model_type, kind):
+        return kind, None, f"transformers has no {kind}-LM class for model_type {model_type!r}"
+    if kind == "masked" and tokenizer is not None and getattr(tokenizer, "mask_token_id", None) is None:
+        return kind, None, "the tokenizer has no mask token"
+    return kind, HEADS[kind], None
+
+
 def lm_head(config: Mapping[str, Any]) -> str | None:
     """The head :func:`posviz.observe.loading.load_model` loads for scoring a model with this config dict, or ``None``
     (no language-model objective, or no class for it): the ``head_for`` of a session that also scores logits
     (:func:`posviz.observe.shared_models.shared_models`)."""
-    kind = objective(config)
-    if kind is None or not head_class_known(str(config.get("model_type", "")), kind):
-        return None
-    return HEADS[kind]
+    return loss_plan(config)[1]

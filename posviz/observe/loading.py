@@ -156,9 +156,9 @@ def load_model(spec: str, *, device: str | None = None, device_map: str | None =
         weights = shared_load((spec, device, device_map, attn_implementation), head, as_dict, load)
     else:  # an edited config is another model
         weights = load(head)
+        as_dict = config.to_dict()  # as edited
     model = weights.module(head)
     missing = weights.missing_keys if head is not None else ()
-    as_dict = config.to_dict()  # as edited
     layers = config_value(config, ("num_hidden_layers", "n_layer", "num_layers"))
     heads = config_value(config, ("num_attention_heads", "n_head", "num_heads"))
     tok = _tokenizer(where, revision, run, tokenizer) if with_tokenizer else None

@@ -7,6 +7,7 @@ the eager path (without a warning: nothing changed there), which the last tests 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from posviz.cli.app import app
 from posviz.errors import OptionError
 from posviz.observe.attention import attention
+from posviz.observe.tiled.fused import KERNEL_ENV, MIN_TRITON, triton_version
 from posviz.observe.tiled.run import can_capture
 from tests.checkpoint_factory import save_tiny_model as _save
 
@@ -123,3 +125,40 @@ def test_a_length_eager_maps_cannot_hold_exits_2_naming_the_architecture(tmp_pat
     with pytest.raises(OptionError, match=r"BloomModel .*eager attention maps of 400000 positions need about \d+ GiB, more "
                        r"than this machine's \d+ GiB; its attention inputs cannot be captured \("):
         attention(str(bloom), token_blocks=ids, batch_size=1)
+
+
+@needs_interface
+@pytest.mark.skipif(triton_version() is None or triton_version() < MIN_TRITON, reason=f"the fused kernel needs Triton 3.3 or later; found {triton_version()}")
+def test_the_fused_kernel_gives_the_command_the_numbers_of_the_pytorch_tiles(llama, corpus, tmp_path):
+    """``posviz attention`` as a process, once through the fused Triton kernel (in Triton's interpreter, as a GPU would
+    run it) and once through the PyTorch tiles: the same records to 1e-5."""
+    out = {}
+    for kernel in ("triton", "torch"):
+        env = {**os.environ, "TRITON_INTERPRET": "1", KERNEL_ENV: kernel, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-W", "ignore", "-m", "posviz", "attention", str(llama), "--corpus", str(corpus),
+                               "--seq-len", "80", "--max-blocks", "2", "--layers", "1", "--format", "json", "-o",
+                               str(tmp_path / f"{kernel}.json")], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[kernel] = json.loads((tmp_path / f"{kernel}.json").read_text())
+    assert len(out["triton"]) == len(out["torch"]) == 4
+    # two code paths, not one: float32 sums in another order differ in their last digits
+    assert any(f["entropy"] != t["entropy"] for f, t in zip(out["triton"], out["torch"], strict=True))
+    for f, t in zip(out["triton"], out["torch"], strict=True):
+        assert (f["layer"], f["head"], f["profile_peak"]) == (t["layer"], t["head"], t["profile_peak"])
+        for name in (*SAME, "entropy", "max_weight", "span50", "span90"):
+            assert f[name] == pytest.approx(t[name], abs=1e-5), name
+        assert f["received_by_position"] == pytest.approx(t["received_by_position"], abs=1e-5)
+
+
+@pytest.mark.parametrize(("value", "says"), [("cuda", "POSVIZ_TILED_KERNEL='cuda' is not a tiled kernel"),
+                                             ("triton", "POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here")])
+def test_a_tiled_kernel_that_cannot_be_had_exits_2(llama, corpus, tmp_path, monkeypatch, value, says):
+    monkeypatch.setenv(KERNEL_ENV, value)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["attention", str(llama), "--corpus", str(corpus), "--seq-len", "16", "--max-blocks", "1",
+                                 "-o", str(out)])
+    if value == "triton" and not TILED:  # an older transformers runs eager maps: no tiles, no kernel to choose
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output and not out.exists(), r.output

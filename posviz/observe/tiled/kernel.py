@@ -90,11 +90,21 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
         Side of the block-averaged map when new sums are made.
     blocks_per_tile
         Blocks computed together in one tile (None: one on a CPU; on a GPU as many as :data:`TILE_ENTRIES` allows).
+
+    Notes
+    -----
+    On a CUDA device with Triton, attention with no additive term takes the fused kernel of
+    :mod:`posviz.observe.tiled.fused` instead (its own tiles; ``tile`` and ``blocks_per_tile`` are for these),
+    unless ``$POSVIZ_TILED_KERNEL`` is ``torch``.
     """
     import torch
 
+    from posviz.observe.tiled.fused import accumulate_fused, use_fused
+
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"the tile size must be a positive integer, got {tile!r}")
+    if use_fused(inputs):
+        return accumulate_fused(inputs, sums, map_size=map_size)
     batch, heads, n, _ = inputs.query.shape
     device = inputs.query.device
     if sums is None:

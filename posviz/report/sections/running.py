@@ -86,17 +86,16 @@ def _model_runs(ctx: ReportContext, spec: str) -> dict[str, Any]:
     """Every run of ``spec`` that the report makes, on one load of the model: its text passes and, with
     ``--extrapolate-lengths``, ``extrapolate`` (the model then loaded once with its language-model head, whose base
     runs the text passes: :mod:`posviz.observe.shared_models`)."""
+    from posviz.extrapolation.extrapolate import extrapolate
+    from posviz.extrapolation.objective import lm_head
     from posviz.observe.shared_models import shared_models
 
     o = ctx.options
-    if o.extrapolate_lengths is None:
-        with shared_models():
-            return _text_passes(ctx, spec)
-    from posviz.extrapolation.extrapolate import extrapolate
-    from posviz.extrapolation.objective import lm_head
-
-    with shared_models(head_for=lm_head):
+    extrapolating = o.extrapolate_lengths is not None
+    with shared_models(head_for=lm_head if extrapolating else None):
         out = _text_passes(ctx, spec)
+        if not extrapolating:
+            return out
         try:
             out["extrapolate"] = extrapolate(spec, corpus=o.extrapolate_corpus, lengths=o.extrapolate_lengths,
                                              max_blocks=o.extrapolate_max_blocks, seed=o.seed)

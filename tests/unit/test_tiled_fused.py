@@ -1,0 +1,114 @@
+"""The fused Triton kernel of the tiled statistics against the PyTorch tiles, on the CPU in Triton's interpreter.
+
+The kernel is GPU code; ``TRITON_INTERPRET=1`` runs the same kernel, program by program, with NumPy. The interpreter
+must be chosen before Triton is imported, so the kernels run in a process of their own (tests/fused_interpreted.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from posviz.errors import OptionError
+from posviz.observe.tiled.fused import (
+    KERNEL_ENV,
+    MIN_TRITON,
+    accumulate_fused,
+    kernel_choice,
+    triton_version,
+    use_fused,
+    why_not_fused,
+)
+from posviz.observe.tiled.kernel import AttentionInputs, accumulate
+from posviz.observe.tiled.statistics import layer_statistics
+from posviz.observe.tiled.sums import TiledSums
+from posviz.observe.tiled.support import Support
+from tests.fused_interpreted import CASES, inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = triton_version()
+needs_triton = pytest.mark.skipif(VERSION is None or VERSION < MIN_TRITON, reason=f"the fused kernel needs Triton 3.3 or later; found {triton_version()}")
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("fused") / "sums.npz"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop(KERNEL_ENV, None)
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests" / "fused_interpreted.py"), str(out)], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(np.load(out))
+
+
+def _sums(saved: dict, name: str, side: str) -> TiledSums:
+    fields = {k.split("/")[-1]: torch.from_numpy(v) for k, v in saved.items() if k.startswith(f"{name}/{side}/")}
+    return TiledSums(**{**fields, "blocks": int(fields["blocks"])})
+
+
+@needs_triton
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_sum_of_the_fused_kernel_equals_the_pytorch_tiles(interpreted, name):
+    torch_sums, fused = _sums(interpreted, name, "torch"), _sums(interpreted, name, "fused")
+    n, calls, batch = CASES[name][0], CASES[name][-1], CASES[name][4]
+    assert torch_sums.blocks == fused.blocks == batch * calls
+    for field in ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_weight", "received", "sink", "map"):
+        # float32 logits, as in the model's own attention: each path is within about 3e-6 of a float64 softmax
+        # (measured on the first case), so the two agree to the 1e-5 that the tiles promise against eager maps
+        np.testing.assert_allclose(getattr(fused, field).numpy(), getattr(torch_sums, field).numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=field)
+    for field in ("span50", "span90"):  # counts of queries: the same total; a query within 1e-7 of a threshold may move
+        a, b = getattr(fused, field).numpy(), getattr(torch_sums, field).numpy()
+        assert a.sum() == b.sum() == torch_sums.blocks * (n - 1) * a.shape[0] and np.abs(a - b).sum() <= 4, field
+    support = Support(n, *CASES[name][1:3])
+    s, t = layer_statistics(fused, support), layer_statistics(torch_sums, support)
+    for stat in ("toeplitzness", "positional_share", "sink_mass", "entropy", "entropy_normalised", "max_weight", "received",
+                 "distance_mass"):
+        np.testing.assert_allclose(getattr(s, stat), getattr(t, stat), rtol=1e-5, atol=1e-6, err_msg=stat)
+
+
+def test_the_fused_kernel_is_chosen_only_where_it_can_run(monkeypatch):
+    q = torch.zeros(1, 2, 8, 16)
+    plain = AttentionInputs(q, q, 0.25, Support(8, True))
+    biased = AttentionInputs(q, q, 0.25, Support(8, True), bias=lambda *a: None)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    assert why_not_fused(plain) == "its tensors are on cpu, not a CUDA device" and not use_fused(plain)
+    assert why_not_fused(biased) == "its attention adds a positional term"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert use_fused(plain) is (VERSION is not None and VERSION >= MIN_TRITON)
+    if VERSION is not None and VERSION < MIN_TRITON:  # the oldest environment: PyPI's torch 2.2 pins Triton 2.2
+        assert why_not_fused(plain) == f"Triton {VERSION[0]}.{VERSION[1]} is older than 3.3"
+    assert not use_fused(plain, "torch") and not use_fused(biased)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here: its tensors are on cpu"):
+        use_fused(plain, "triton")
+    monkeypatch.setenv(KERNEL_ENV, "cuda")
+    with pytest.raises(OptionError, match="'cuda' is not a tiled kernel"):
+        kernel_choice()
+
+
+@needs_triton
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the compiled kernel runs on a GPU (the interpreted one above runs here)")
+@pytest.mark.parametrize("name", list(CASES))
+def test_on_a_gpu_the_compiled_kernel_equals_the_pytorch_tiles(name, monkeypatch):
+    n, causal, window, cap, batch, heads, kv, d, map_size, dtype, calls = CASES[name]
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    fused = unfused = None
+    for call in range(calls):
+        x = inputs(n, causal, window, cap, batch, heads, kv, d, dtype, seed=n + call)
+        x = AttentionInputs(x.query.cuda(), x.key.cuda(), x.scale, x.support, softcap=x.softcap)
+        unfused = accumulate(x, unfused, map_size=map_size, tile=32)
+        fused = accumulate_fused(x, fused, map_size=map_size, block=16)
+    for field, value in fused.numpy().items():
+        if field.startswith("span"):
+            assert np.abs(value - unfused.numpy()[field]).sum() <= 4, field
+        elif field != "blocks":
+            np.testing.assert_allclose(value, unfused.numpy()[field], rtol=1e-5, atol=1e-5, err_msg=field)
