@@ -1,11 +1,13 @@
 """The fused Triton kernel of the tiled statistics against the PyTorch tiles, on the CPU in Triton's interpreter.
 
 The kernel is GPU code; ``TRITON_INTERPRET=1`` runs the same kernel, program by program, with NumPy. The interpreter
-must be chosen before Triton is imported, so the kernels run in a process of their own (tests/fused_interpreted.py).
+must be chosen before Triton is imported, so the kernels run in a process of their own (tests/fused_kernel_runs.py).
+The interpreter is lenient where the compiler is not, so the kernel is also compiled for a GPU (to PTX: no GPU needed).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from posviz.observe.tiled.kernel import AttentionInputs, accumulate
 from posviz.observe.tiled.statistics import layer_statistics
 from posviz.observe.tiled.sums import TiledSums
 from posviz.observe.tiled.support import Support
-from tests.fused_interpreted import CASES, inputs
+from tests.fused_kernel_runs import CASES, COMPILED, inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = triton_version()
@@ -41,10 +43,23 @@ def interpreted(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("fused") / "sums.npz"
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop(KERNEL_ENV, None)
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests" / "fused_interpreted.py"), str(out)], env=env,
+    proc = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests" / "fused_kernel_runs.py"), "interpret", str(out)], env=env,
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(np.load(out))
+
+
+@needs_triton
+def test_the_kernel_compiles_for_a_gpu_in_every_configuration(tmp_path):
+    """Triton's compiler, targeting sm_90 (H100/H200), in a process whose Triton cache and home are temporary."""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "TRITON_HOME": str(tmp_path), "TRITON_DEFAULT_FP_FUSION": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fused_kernel_runs.py"), "compile"], env=env, capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [b["name"] for b in built] == list(COMPILED) and all(b["ptx_chars"] > 10_000 for b in built)
 
 
 def _sums(saved: dict, name: str, side: str) -> TiledSums:
