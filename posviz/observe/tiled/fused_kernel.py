@@ -156,7 +156,8 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
             tl.atomic_add(received_h + cols, tl.sum(wide, 0), mask=cols < n)
             if j0 == 0:
                 tl.atomic_add(sink_ptr + h, tl.sum(tl.where((cols[None, :] == 0) & (rows[:, None] >= 1), wide, 0.0)))
-            diagonal = tl.sum(tl.where(in_skew, tl.gather(wide, from_col, 1), 0.0), 0)
+            # skewed in float32 (half the registers of float64), summed in float64: the same sums as from `wide`
+            diagonal = tl.sum(tl.where(in_skew, tl.gather(a, from_col, 1), 0.0).to(tl.float64), 0)
             target = (j0 - i0 - BM + 1) + (n - 1) + skew
             tl.atomic_add(offsets_h + target, diagonal,
                           mask=(skew < BM + BN - 1) & (target >= 0) & (target < 2 * n - 1))
