@@ -17,12 +17,12 @@ def _tanh(x):
 
 
 @triton.jit
-def _logits(q, k_base, j0, rows, skn, skd, n, scale, softcap, window,
+def _logits(q, k_block, j0, rows, skn, skd, n, scale, softcap, window,
            BN: tl.constexpr, D: tl.constexpr, DH: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
            HAS_CAP: tl.constexpr):
     cols = j0 + tl.arange(0, BN)
     dims = tl.arange(0, D)
-    kt = tl.load(k_base + cols[:, None] * skn + dims[None, :] * skd,
+    kt = tl.load(k_block + cols[:, None].to(tl.int64) * skn + dims[None, :] * skd,
                  mask=(cols[:, None] < n) & (dims[None, :] < DH), other=0.0).to(tl.float32)
     s = tl.dot(q, tl.trans(kt), input_precision="ieee") * scale
     if HAS_CAP:
@@ -123,15 +123,18 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
     received_h = received_ptr + h * n
     offsets_h = offsets_ptr + h * (2 * n - 1)
     map_h = map_ptr + h * m * m
-    for b in range(batch):
-        q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :] * sqd,
+    # each block's queries and keys: pointers advanced by one block's stride (64-bit), where b * stride in int32 could
+    # overflow (a layer's queries may hold more than 2**31 elements)
+    q_block = q_ptr + h.to(tl.int64) * sqh
+    k_block = k_ptr + (h // group).to(tl.int64) * skh
+    for _ in range(batch):
+        q = tl.load(q_block + rows[:, None].to(tl.int64) * sqn + dims[None, :] * sqd,
                     mask=in_rows[:, None] & (dims[None, :] < DH), other=0.0).to(tl.float32)
-        k_base = k_ptr + b * skb + (h // group) * skh
         # pass 1: the online softmax
         top = tl.full([BM], float("-inf"), tl.float32)
         total = tl.zeros([BM], tl.float64)
         for j0 in range(lo, hi, BN):
-            s, valid, cols, offset = _logits(q, k_base, j0, rows, skn, skd, n, scale, softcap, window,
+            s, valid, cols, offset = _logits(q, k_block, j0, rows, skn, skd, n, scale, softcap, window,
                                             BN, D, DH, CAUSAL, HAS_WINDOW, HAS_CAP)
             new = tl.maximum(top, tl.max(s, 1))
             shift = tl.where(new == float("-inf"), 0.0, new)
@@ -146,7 +149,7 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
         weighted = tl.zeros([BM], tl.float64)
         hist = tl.zeros([BM, NBP], tl.float32)
         for j0 in range(lo, hi, BN):
-            s, valid, cols, offset = _logits(q, k_base, j0, rows, skn, skd, n, scale, softcap, window,
+            s, valid, cols, offset = _logits(q, k_block, j0, rows, skn, skd, n, scale, softcap, window,
                                             BN, D, DH, CAUSAL, HAS_WINDOW, HAS_CAP)
             a = tl.where(valid, tl.exp(s - shift[:, None]), 0.0)
             wide = a.to(tl.float64)
@@ -172,6 +175,8 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
         cum = tl.cumsum(wide_hist, 1)
         _span_counts(wide_hist, cum, mass, 0.5, kept, span50_ptr + h * n, edges_ptr, n, bins, NBP)
         _span_counts(wide_hist, cum, mass, 0.9, kept, span90_ptr + h * n, edges_ptr, n, bins, NBP)
+        q_block += sqb
+        k_block += skb
     row = h * n + rows
     tl.store(mass_ptr + row, tl.load(mass_ptr + row, mask=in_rows, other=0.0) + acc_mass, mask=in_rows)
     tl.store(sq_ptr + row, tl.load(sq_ptr + row, mask=in_rows, other=0.0) + acc_sq, mask=in_rows)
