@@ -24,6 +24,7 @@ absolute positions: the long-context models). ALiBi, T5 buckets, TISA and TUPE t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Any
@@ -129,7 +130,9 @@ def accumulate_fused(inputs: Any, sums: TiledSums | None = None, *, map_size: in
     bin_of = (torch.bucketize(torch.arange(n, device=device), edges, right=True) - 1).to(torch.int32)
     bins = len(edges) - 1
     support = inputs.support
-    with torch.no_grad():
+    # Triton launches on the current CUDA device: with a model spread over GPUs (device_map), the layer's own
+    on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    with torch.no_grad(), on_device:
         statistics[(triton.cdiv(n, block), heads)](
             q, k, *q.stride(), *k.stride(), batch, n, heads // k.shape[1], float(inputs.scale),
             float(inputs.softcap or 1.0), support.window or 0,
