@@ -277,20 +277,24 @@ def summary(runs: list[dict[str, Any]], threshold: float = 0.95) -> tuple[list[d
         beyond = [np.mean([x["accuracy"] or 0.0 for x in g["extrapolate"] if x["length"] > x["train_length"]]) for g in group]
         row = {"task": task, "scheme": scheme, "seeds": len(group), "within": float(np.mean(within)),
                "within_min": float(np.min(within)), "beyond": float(np.mean(beyond)), "beyond_by_seed": [float(b) for b in beyond]}
-        steps = steps_to_learn(group, threshold)
-        rows.append(row if steps is None else {**row, "steps_to_learn": steps})
+        steps, counted = steps_to_learn(group, threshold)
+        if steps is not None:  # over the seeds whose records keep their evaluations, named when not all of them
+            row = {**row, "steps_to_learn": steps, **({} if counted == len(group) else {"steps_to_learn_seeds": counted})}
+        rows.append(row)
     for row in rows:
         learnt[row["task"]] = learnt.get(row["task"], True) and row["within_min"] >= threshold
     return rows, learnt
 
 
-def steps_to_learn(group: list[dict[str, Any]], threshold: float) -> int | str | None:
+def steps_to_learn(group: list[dict[str, Any]], threshold: float) -> tuple[int | str | None, int]:
     """The budget the pilot asks for: the first held-out evaluation at which every seed's exact match reached
-    ``threshold`` (the latest over seeds); ``"not reached"``; ``None`` where the records keep no evaluations."""
-    if any("evaluations" not in g for g in group):
-        return None
-    firsts = [next((e["step"] for e in g["evaluations"] if (e["eval_exact_match"] or 0.0) >= threshold), None) for g in group]
-    return "not reached" if None in firsts else max(firsts)
+    ``threshold`` (the latest over seeds), or ``"not reached"``, and how many seeds that counts. Only seeds whose
+    records keep their evaluations count (records made before they did keep none): ``(None, 0)`` if none does."""
+    kept = [g for g in group if "evaluations" in g]
+    if not kept:
+        return None, 0
+    firsts = [next((e["step"] for e in g["evaluations"] if (e["eval_exact_match"] or 0.0) >= threshold), None) for g in kept]
+    return ("not reached" if None in firsts else max(firsts)), len(kept)
 
 
 #: Exact-match differences below this are ties in the second MRR: about 20 of the 400 answers beyond the trained
@@ -312,13 +316,22 @@ def mean_reciprocal_rank(rows: list[dict[str, Any]], learnt: dict[str, bool], ti
     return {s: sum(v) / len(v) for s, v in ranks.items()}
 
 
+def step_cell(row: dict[str, Any]) -> str:
+    """The steps-to-learn cell: the step, and how many seeds it rests on when some records keep no evaluations."""
+    steps = row.get("steps_to_learn")
+    if steps is None:
+        return "—"
+    counted = row.get("steps_to_learn_seeds")
+    return str(steps) if counted is None else f"{steps} ({counted} of {row['seeds']} seeds)"
+
+
 def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float], mrr_tied: dict[str, float]) -> str:
     steps = any(r.get("steps_to_learn") is not None for r in rows)  # records made before they kept evaluations: no column
     head = " steps to learn |" if steps else ""
     lines = [f"| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |{head}",
              "|---|---|---|---|---|---|" + ("---|" if steps else "")]
     for r in rows:
-        cell = f" {r.get('steps_to_learn') or '—'} |" if steps else ""
+        cell = f" {step_cell(r)} |" if steps else ""
         lines.append(f"| {r['task']} | {LABELS[r['scheme']]} | {r['seeds']} | {r['within']:.3f} ({r['within_min']:.3f}) | "
                      f"{r['beyond']:.3f} | {'yes' if learnt[r['task']] else 'no'} |{cell}")
     # Kazemnejad et al.'s form: exact match beyond the trained lengths, scheme by task (learnt tasks, mean over seeds)

@@ -119,3 +119,20 @@ def test_compare_accepts_equal_answers_and_refuses_others(tmp_path):
     assert lg.compare_runs(shipped, record([1.0, 0.43]), atol=0.05) == 0
     assert lg.compare_runs(shipped, record([1.0, 0.50]), atol=0.05) == 1
     assert lg.compare_runs(shipped, record([1.0, 0.40], data="u"), atol=0.05) == 1
+
+
+def test_steps_to_learn_rest_on_the_seeds_that_kept_their_evaluations():
+    """Records made before runs kept their held-out evaluations count for nothing, and the table says on how many
+    seeds the step rests; a seed that never reached the threshold makes it "not reached"."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    def seed(*scores: float) -> dict:
+        return {"evaluations": [{"step": 500 * i, "eval_exact_match": s, "eval_loss": 1.0} for i, s in enumerate(scores)]}
+
+    old = {"run": "sorting-none-s0"}  # no evaluations kept
+    assert lg.steps_to_learn([old], 0.95) == (None, 0)
+    assert lg.steps_to_learn([old, seed(0.0, 0.96, 1.0), seed(0.0, 0.5, 0.97)], 0.95) == (1000, 2)
+    assert lg.steps_to_learn([seed(0.0, 0.96), seed(0.0, 0.9)], 0.95) == ("not reached", 2)
+    assert lg.step_cell({"seeds": 3, "steps_to_learn": 1000, "steps_to_learn_seeds": 2}) == "1000 (2 of 3 seeds)"
+    assert lg.step_cell({"seeds": 2, "steps_to_learn": 1000}) == "1000" and lg.step_cell({"seeds": 1}) == "—"
