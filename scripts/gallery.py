@@ -505,7 +505,7 @@ RECIPES: tuple[Recipe, ...] = (
            f"scripts/length_generalisation.py --device cuda --workers 16 --tasks copy reverse --results {LG}, then the same with"
            " --tasks sorting parity addition scan --seeds 0 (100 runs: about 11 minutes on one H200 GPU), then --device cpu"
            " --workers 2 --tasks sorting parity scan --seeds 1 2 (on two CPU cores, a run takes 3-4 minutes on parity, 5-14 on"
-           " sorting, about 12 on SCAN; resumes; FIRE needs pip install ./examples/posviz-fire)",
+           " sorting, about 10 on SCAN; resumes; FIRE needs pip install ./examples/posviz-fire)",
            make=make_lg_runs, inputs=task_inputs, verify=verify_lg),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
