@@ -100,6 +100,25 @@ def test_mean_reciprocal_rank_as_kazemnejad_et_al():
     assert tied == pytest.approx({"none": 1.0, "rope": 1.0, "t5": (1 / 2 + 1) / 2})
 
 
+def test_mrr_table_is_ordered_by_the_ranking_with_ties():
+    """A scheme ahead by a few answers where nobody generalises must not head the table: rows follow the MRR with ties."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    # copy: nobody generalises, absolute is ahead by 0.01; sorting: t5 generalises, absolute sorts nothing
+    rows = [{"task": t, "scheme": s, "seeds": 2, "within": 1.0, "within_min": 1.0, "beyond": b, "beyond_by_seed": [b, b]}
+            for t, s, b in (("copy", "absolute", 0.01), ("copy", "t5", 0.0), ("sorting", "absolute", 0.0), ("sorting", "t5", 0.04))]
+    learnt = {"copy": True, "sorting": True}
+    mrr, tied = lg.mean_reciprocal_rank(rows, learnt), lg.mean_reciprocal_rank(rows, learnt, 0.005)
+    assert mrr["absolute"] == mrr["t5"] == 0.75 and tied == {"absolute": 0.75, "t5": 0.75}  # the rule: a tie
+    tied = lg.mean_reciprocal_rank(rows, learnt, 0.02)
+    assert tied["t5"] == 1.0 > tied["absolute"] == 0.75
+    table = lg.markdown(rows, learnt, mrr, tied).splitlines()
+    mrr_rows = table[table.index(next(line for line in table if line.startswith("| scheme | MRR"))) + 2:]
+    assert [line.split(" | ")[0] for line in mrr_rows] == [f"| {lg.LABELS['t5']}", f"| {lg.LABELS['absolute']}"]
+    assert mrr_rows[0].split(" | ")[1:3] == ["1.000", "0.750"]
+
+
 def test_compare_accepts_equal_answers_and_refuses_others(tmp_path):
     """--compare: 0 when every exact match agrees within --atol, 1 beyond it or when the data differ."""
     sys.path.insert(0, str(SCRIPTS))
