@@ -318,3 +318,36 @@ def test_no_shipped_file_names_a_folder_of_the_machine_that_made_it():
             continue
         found = machine.search(text)
         assert found is None, f"{path} names {text[found.start():found.start() + 60]!r}"
+
+
+def test_remaking_the_length_generalisation_runs_replaces_every_shipped_record(tmp_path, monkeypatch):
+    """The runs recipe's make calls the script for every (task, seed) that a shipped record holds: a remake that left
+    some out would replace the folder of records with fewer of them (the CPU seeds were once left out)."""
+    import json
+
+    made: set[tuple[str, int]] = set()
+
+    def fake_python(script, *args, cwd, **_):  # records what each call would run, and writes its record names
+        argv = [str(a) for a in args]
+
+        def values(flag: str) -> list[str]:  # the values after a flag, up to the next flag
+            rest = argv[argv.index(flag) + 1 :] if flag in argv else []
+            return rest[: next((i for i, v in enumerate(rest) if v.startswith("--")), len(rest))]
+
+        tasks, seeds = values("--tasks"), [int(s) for s in values("--seeds")] or [0, 1, 2]  # the script's default seeds
+        runs = Path(cwd) / "results" / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        (Path(cwd) / "results" / "experiment.json").write_text("{}")
+        for task in tasks:
+            for seed in seeds:
+                made.add((task, seed))
+                (runs / f"{task}-x-s{seed}.json").write_text("{}")
+
+    root = tmp_path / "root"
+    (root / gallery.LG / "runs").mkdir(parents=True)
+    monkeypatch.setattr(gallery, "ROOT", root)
+    monkeypatch.setattr(gallery, "python", fake_python)
+    gallery.make_lg_runs(tmp_path / "work")
+    shipped = {(p.name.split("-")[0], int(p.stem.rsplit("-s", 1)[1])) for p in (COMMITTED / gallery.LG / "runs").glob("*.json")}
+    assert shipped and json.loads((root / gallery.LG / "experiment.json").read_text()) == {}
+    assert shipped <= made, f"a remake would lose {sorted(shipped - made)}"
