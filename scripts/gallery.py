@@ -204,10 +204,11 @@ def corpus_inputs() -> dict[str, str]:
     return {f"corpus {DEMO_CORPUS}": corpus_identity([DEMO_CORPUS])["corpus_sha256"]}
 
 
-def task_inputs() -> dict[str, str]:
-    """The generated task data the length-generalisation runs trained and were tested on, by SHA-256 (as recorded)."""
+def task_inputs(folders: Sequence[str] = ("reports/length-generalisation",)) -> dict[str, str]:
+    """The generated task data the length-generalisation runs in ``folders`` trained and were tested on, by SHA-256
+    (as recorded)."""
     out = {}
-    for path in sorted((ROOT / LG / "runs").glob("*.json")):
+    for path in sorted(p for folder in folders for p in (ROOT / folder / "runs").glob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         task = record["settings"]["task"]
         out[f"task {task}: training examples"] = record["settings"]["task_data"]["train"]["sha256"]
@@ -391,6 +392,17 @@ def make_lg_runs(work: Path) -> None:
     shutil.copy2(work / "results" / "experiment.json", ROOT / LG / "experiment.json")
 
 
+def make_lg_pilot(work: Path) -> None:
+    """The pilot's runs (:data:`LG_PILOT`), each budget into its own results folder, then copied into reports/."""
+    import shutil
+
+    for name, args in LG_PILOT.items():
+        python(ROOT / "scripts/length_generalisation.py", *args, "--device", "cpu", "--out", f"runs-{name}", "--results", name,
+               cwd=work)
+        shutil.rmtree(ROOT / LG / "pilot" / name, ignore_errors=True)
+        shutil.copytree(work / name, ROOT / LG / "pilot" / name)
+
+
 def make_lg_tables(out: Path) -> None:
     python("scripts/length_generalisation.py", "--phase", "tabulate", "--results", LG)
 
@@ -418,6 +430,15 @@ LONG_TABLES = [f"{LONG}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{LON
 LG = "reports/length-generalisation"
 LG_RUNS = [f"{LG}/runs/*.json", f"{LG}/experiment.json"]
 LG_TABLES = [f"{LG}/table.md", f"{LG}/table.json", f"{LG}/figure.png", f"{LG}/attention.png"]
+#: The pilot's budgets beside the shipped one (3000 steps): how soon copy and reverse are learnt (seed 0, held-out
+#: evaluations every 250 steps), and whether addition is learnt at five times the steps by the schemes that did best
+#: and worst on it at 3000 steps (RoPE 25 %, T5 bias).
+LG_PILOT = {
+    "steps-1000": ["--tasks", "copy", "reverse", "--seeds", "0", "--steps", "1000", "--eval-every", "250"],
+    "addition-15000": ["--tasks", "addition", "--schemes", "rope-25", "t5", "--seeds", "0", "--steps", "15000", "--eval-every", "1500"],
+}
+LG_PILOT_FILES = [f"{LG}/pilot/{name}/{what}" for name in LG_PILOT
+                  for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
 #: What a task run is made of beside the training code: the tasks, their data and loss, and FIRE (a plugin scheme).
 TASK_CODE = ["posviz/tasks/*.py", "posviz/train/task_data.py", "examples/posviz-fire/posviz_fire/*.py"]
 T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
@@ -509,11 +530,19 @@ RECIPES: tuple[Recipe, ...] = (
            " --workers 2 --tasks sorting parity scan --seeds 1 2 (on two CPU cores, a run takes 3-4 minutes on parity, 5-14 on"
            " sorting, about 10 on SCAN; resumes; FIRE needs pip install ./examples/posviz-fire)",
            make=make_lg_runs, inputs=task_inputs, verify=verify_lg),
+    Recipe("length-generalisation-pilot", "slow", LG_PILOT_FILES,
+           ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
+            *READ],
+           f"scripts/length_generalisation.py --device cpu --tasks copy reverse --seeds 0 --steps 1000 --eval-every 250"
+           f" --results {LG}/pilot/steps-1000 (20 runs, about 3 minutes each on one CPU core), and --tasks addition"
+           f" --schemes rope-25 t5 --seeds 0 --steps 15000 --eval-every 1500 --results {LG}/pilot/addition-15000 (about"
+           " 45 minutes a run); FIRE needs pip install ./examples/posviz-fire",
+           make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT])),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
            f"scripts/length_generalisation.py --phase tabulate --results {LG}",
            make=make_lg_tables, inputs=run_record_inputs(LG_RUNS)),
-    Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES],
+    Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES, *LG_PILOT_FILES],
            f"edit {LG}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
                                       "reports/hidden-schemes/figure.png"],

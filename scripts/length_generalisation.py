@@ -337,6 +337,8 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
                      f"{r['beyond']:.3f} | {'yes' if learnt[r['task']] else 'no'} |{cell}")
     # Kazemnejad et al.'s form: exact match beyond the trained lengths, scheme by task (learnt tasks, mean over seeds)
     tasks = [t for t in TASKS if learnt.get(t)]
+    if not tasks:  # a pilot's budget: nothing to rank
+        return "\n".join([*lines, "", "No task is learnt by every scheme in every seed: no ranking."]) + "\n"
     seeds = {t: min(r["seeds"] for r in rows if r["task"] == t) for t in tasks}
     head = [f"{t} ({seeds[t]} seed{'s' if seeds[t] > 1 else ''}{f'; chance {CHANCE[t]}' if t in CHANCE else ''})" for t in tasks]
     lines += ["", "| scheme | " + " | ".join(head) + " |", "|---" * (len(tasks) + 1) + "|"]

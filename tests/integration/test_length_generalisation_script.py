@@ -119,6 +119,18 @@ def test_mrr_table_is_ordered_by_the_ranking_with_ties():
     assert mrr_rows[0].split(" | ")[1:3] == ["1.000", "0.750"]
 
 
+def test_a_budget_where_no_task_is_learnt_gets_no_empty_ranking():
+    """A pilot's table with no learnt task says so instead of printing a header with no columns and an empty MRR."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    rows = [{"task": "copy", "scheme": s, "seeds": 1, "within": 0.5, "within_min": 0.5, "beyond": 0.0, "beyond_by_seed": [0.0]}
+            for s in ("none", "t5")]
+    table = lg.markdown(rows, {"copy": False}, {}, {})
+    assert table.endswith("No task is learnt by every scheme in every seed: no ranking.\n")
+    assert "| scheme |  |" not in table and "MRR" not in table and table.count("| copy |") == 2
+
+
 def test_compare_accepts_equal_answers_and_refuses_others(tmp_path):
     """--compare: 0 when every exact match agrees within --atol, 1 beyond it or when the data differ."""
     sys.path.insert(0, str(SCRIPTS))
