@@ -441,6 +441,9 @@ LG_PILOT_FILES = [f"{LG}/pilot/{name}/{what}" for name in LG_PILOT
                   for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
 #: What a task run is made of beside the training code: the tasks, their data and loss, and FIRE (a plugin scheme).
 TASK_CODE = ["posviz/tasks/*.py", "posviz/train/task_data.py", "examples/posviz-fire/posviz_fire/*.py"]
+#: The code a length-generalisation run (shipped comparison or pilot) is made by.
+LG_RUN_CODE = ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
+               *READ]
 T3_RUNS = [f"{T3}/runs/**/*.json", f"{T3}/runs/**/*.csv", f"{T3}/experiment.json"]
 T3_TABLES = [f"{T3}/{stem}.{ext}" for stem in ("table3", "tupe", "score-by-step", "figure2")
              for ext in ("md", "csv", "json", "png")] + [f"{T3}/overview.md"]
@@ -522,17 +525,13 @@ RECIPES: tuple[Recipe, ...] = (
            make=make_long_context_tables, inputs=run_record_inputs(LONG_RUNS)),
     Recipe("long-context-miniature-prose", "prose", [f"{LONG}/README.md"], [*LONG_TABLES],
            f"edit {LONG}/README.md by hand: it quotes the tables beside it"),
-    Recipe("length-generalisation-runs", "slow", LG_RUNS,
-           ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
-            *READ],
+    Recipe("length-generalisation-runs", "slow", LG_RUNS, LG_RUN_CODE,
            f"scripts/length_generalisation.py --device cuda --workers 16 --tasks copy reverse --results {LG}, then the same with"
            " --tasks sorting parity addition scan --seeds 0 (100 runs: about 11 minutes on one H200 GPU), then --device cpu"
            " --workers 2 --tasks sorting parity scan --seeds 1 2 (on two CPU cores, a run takes 3-4 minutes on parity, 5-14 on"
            " sorting, about 10 on SCAN; resumes; FIRE needs pip install ./examples/posviz-fire)",
            make=make_lg_runs, inputs=task_inputs, verify=verify_lg),
-    Recipe("length-generalisation-pilot", "slow", LG_PILOT_FILES,
-           ["scripts/length_generalisation.py", "scripts/albert_v1_v2.py", *TASK_CODE, *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION,
-            *READ],
+    Recipe("length-generalisation-pilot", "slow", LG_PILOT_FILES, LG_RUN_CODE,
            f"scripts/length_generalisation.py --device cpu --tasks copy reverse --seeds 0 --steps 1000 --eval-every 250"
            f" --results {LG}/pilot/steps-1000 (20 runs, about 3 minutes each on one CPU core), and --tasks addition"
            f" --schemes rope-25 t5 --seeds 0 --steps 15000 --eval-every 1500 --results {LG}/pilot/addition-15000 (about"
