@@ -416,6 +416,17 @@ def verify_lg(work: Path) -> list[str]:
                                work / "results/runs/sorting-none-s0.json")
 
 
+def verify_lg_pilot(work: Path) -> list[str]:
+    """Rerun the pilot's ``copy-absolute-s0`` at 1000 steps (about 4 minutes on one core) on this machine and compare its
+    exact match at every length with the shipped record (the script's ``--compare``)."""
+    pilot = LG_PILOT["steps-1000"]
+    budget = [pilot[pilot.index(flag) + 1] for flag in ("--steps", "--eval-every")]
+    python(ROOT / "scripts/length_generalisation.py", "--tasks", "copy", "--schemes", "absolute", "--seeds", "0", "--steps",
+           budget[0], "--eval-every", budget[1], "--device", "cpu", "--out", "runs", "--results", "results", cwd=work)
+    return compare_with_script("scripts/length_generalisation.py", f"{LG}/pilot/steps-1000/runs/copy-absolute-s0.json",
+                               work / "results/runs/copy-absolute-s0.json")
+
+
 def _head_epoch() -> str:
     return subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -538,7 +549,7 @@ RECIPES: tuple[Recipe, ...] = (
            f" --results {LG}/pilot/steps-1000 (20 runs, about 3 minutes each on one CPU core), and --tasks addition"
            f" --schemes rope-25 t5 none absolute --seeds 0 --steps 15000 --eval-every 1500 --results {LG}/pilot/addition-15000"
            " (45-50 minutes a run); FIRE needs pip install ./examples/posviz-fire",
-           make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT])),
+           make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT]), verify=verify_lg_pilot),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
            f"scripts/length_generalisation.py --phase tabulate --results {LG}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from posviz.cli.app import app
 from posviz.errors import OptionError
 from posviz.observe.attention import attention
 from posviz.observe.tiled.fused import KERNEL_ENV, MIN_TRITON, triton_version
+from posviz.observe.tiled.native import native_library
 from posviz.observe.tiled.run import can_capture
 from tests.checkpoint_factory import save_tiny_model as _save
 
@@ -150,15 +152,45 @@ def test_the_fused_kernel_gives_the_command_the_numbers_of_the_pytorch_tiles(lla
         assert f["received_by_position"] == pytest.approx(t["received_by_position"], abs=1e-5)
 
 
+@needs_interface
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc): the compiled CPU kernel cannot be built here")
+def test_the_compiled_cpu_kernel_gives_the_command_the_numbers_of_the_pytorch_tiles(llama, corpus, tmp_path):
+    """``posviz attention`` as a process, through the compiled CPU kernel (the default on a CPU) and through the
+    PyTorch tiles: the same records to 1e-5, from two code paths."""
+    out = {}
+    for kernel in ("auto", "torch"):
+        env = {**os.environ, KERNEL_ENV: kernel, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-m", "posviz", "attention", str(llama), "--corpus",
+                               str(corpus), "--seq-len", "300", "--max-blocks", "2", "--layers", "1", "--format", "json", "-o",
+                               str(tmp_path / f"{kernel}.json")], env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[kernel] = json.loads((tmp_path / f"{kernel}.json").read_text())
+    assert len(out["auto"]) == len(out["torch"]) == 4
+    assert any(c["entropy"] != t["entropy"] for c, t in zip(out["auto"], out["torch"], strict=True))
+    for c, t in zip(out["auto"], out["torch"], strict=True):
+        assert (c["layer"], c["head"], c["profile_peak"]) == (t["layer"], t["head"], t["profile_peak"])
+        for name in (*SAME, "entropy", "max_weight"):
+            assert c[name] == pytest.approx(t[name], abs=1e-5), name
+        assert abs(c["span50"] - t["span50"]) <= 0.02 and abs(c["span90"] - t["span90"]) <= 0.02
+        assert c["received_by_position"] == pytest.approx(t["received_by_position"], abs=1e-5)
+
+
 @pytest.mark.parametrize(("value", "says"), [("cuda", "POSVIZ_TILED_KERNEL='cuda' is not a tiled kernel"),
-                                             ("triton", "POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here")])
+                                             ("triton", "POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here"),
+                                             ("native", "POSVIZ_TILED_KERNEL=native: the compiled CPU kernel cannot run here: no C "
+                                                        "compiler (no-such-compiler-posviz) on PATH")])
 def test_a_tiled_kernel_that_cannot_be_had_exits_2(llama, corpus, tmp_path, monkeypatch, value, says):
     monkeypatch.setenv(KERNEL_ENV, value)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("CC", "no-such-compiler-posviz")
+    native_library.cache_clear()
     out = tmp_path / "r.json"
-    r = CliRunner().invoke(app, ["attention", str(llama), "--corpus", str(corpus), "--seq-len", "16", "--max-blocks", "1",
-                                 "-o", str(out)])
-    if value == "triton" and not TILED:  # an older transformers runs eager maps: no tiles, no kernel to choose
+    try:
+        r = CliRunner().invoke(app, ["attention", str(llama), "--corpus", str(corpus), "--seq-len", "16", "--max-blocks", "1",
+                                     "-o", str(out)])
+    finally:
+        native_library.cache_clear()  # the next test compiles with the machine's compiler
+    if value in ("triton", "native") and not TILED:  # an older transformers runs eager maps: no tiles, no kernel to choose
         assert r.exit_code == 0, r.output
         return
     assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output and not out.exists(), r.output

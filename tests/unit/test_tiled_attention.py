@@ -7,6 +7,8 @@ the tiled path never forms one. Tile sizes that do not divide ``n`` and windows 
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,10 @@ import torch
 from posviz.observe.statistics import LayerSums
 from posviz.observe.statistics import layer_statistics as dense_statistics
 from posviz.observe.tiled import AttentionInputs, Support, TiledSums, accumulate, layer_statistics
+from posviz.observe.tiled.fused import KERNEL_ENV
 from posviz.observe.tiled.sums import distance_edges
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc): the compiled kernel cannot be built here")
 
 
 def _inputs(n: int, causal: bool, window: int | None, *, heads: int = 4, kv: int = 2, batch: int = 2, bias: bool = True,
@@ -47,9 +52,12 @@ def _spans(a: torch.Tensor, target: float) -> np.ndarray:
     (False, None, 16, None, 1), (True, None, 16, None, 2), (True, None, 7, 5.0, 1), (False, None, 64, None, 2),
     (True, 9, 16, None, 2), (False, 9, 5, None, 1), (True, 60, 16, None, 1),
 ])
-def test_tiles_give_the_statistics_of_the_dense_maps(causal, window, tile, softcap, together):
+@pytest.mark.parametrize("kernel", ["torch", pytest.param("native", marks=needs_cc)])
+def test_tiles_give_the_statistics_of_the_dense_maps(causal, window, tile, softcap, together, kernel, monkeypatch):
+    """The PyTorch tiles with an additive term (one per block), and the compiled CPU kernel (which takes none)."""
+    monkeypatch.setenv(KERNEL_ENV, kernel)
     n = 50  # below 64: every distance has a bin of its own, so the spans are exact too
-    inputs, a = _inputs(n, causal, window, softcap=softcap)  # two blocks, each its own bias: one tile or two
+    inputs, a = _inputs(n, causal, window, softcap=softcap, bias=kernel == "torch")  # two blocks: one tile or two
     support = inputs.support
     st = layer_statistics(accumulate(inputs, tile=tile, blocks_per_tile=together), support)
     mask = torch.as_tensor(support.dense())

@@ -36,9 +36,12 @@ from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
 BLOCK = 64
 #: ``tl.gather``, with which the tile is skewed, came with Triton 3.3.
 MIN_TRITON = (3, 3)
-#: ``auto``: the fused kernel on a CUDA device where Triton is installed and the attention has no additive term;
-#: ``torch``: always the PyTorch tiles; ``triton``: the fused kernel or an error. Set by ``POSVIZ_TILED_KERNEL``.
+#: ``auto``: where the attention has no additive term, the fused kernel on a CUDA device where Triton is installed and
+#: the compiled CPU kernel (:mod:`~posviz.observe.tiled.native`) on the CPU where a C compiler works; ``torch``: always
+#: the PyTorch tiles; ``triton``: the fused kernel or an error; ``native``: the CPU kernel or an error. Set by
+#: ``POSVIZ_TILED_KERNEL``.
 KERNEL_ENV = "POSVIZ_TILED_KERNEL"
+KERNELS = ("auto", "torch", "triton", "native")
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,7 +85,7 @@ def use_fused(inputs: Any, kernel: str | None = None) -> bool:
         An unknown kernel, or ``triton`` where the fused kernel cannot run.
     """
     kernel = kernel_choice(kernel)
-    if kernel == "torch":
+    if kernel in ("torch", "native"):
         return False
     why = why_not_fused(inputs)
     if kernel == "triton" and why is not None:
@@ -91,10 +94,11 @@ def use_fused(inputs: Any, kernel: str | None = None) -> bool:
 
 
 def kernel_choice(kernel: str | None = None) -> str:
-    """``kernel``, else ``$POSVIZ_TILED_KERNEL``, else ``auto``; refuses anything but ``auto``, ``torch``, ``triton``."""
+    """``kernel``, else ``$POSVIZ_TILED_KERNEL``, else ``auto``; refuses anything but ``auto``, ``torch``, ``triton``,
+    ``native``."""
     kernel = kernel or os.environ.get(KERNEL_ENV) or "auto"
-    if kernel not in ("auto", "torch", "triton"):
-        raise OptionError(f"{KERNEL_ENV}={kernel!r} is not a tiled kernel", "use auto, torch or triton")
+    if kernel not in KERNELS:
+        raise OptionError(f"{KERNEL_ENV}={kernel!r} is not a tiled kernel", "use auto, torch, triton or native")
     return kernel
 
 

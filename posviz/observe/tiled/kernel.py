@@ -93,18 +93,22 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
 
     Notes
     -----
-    On a CUDA device with Triton, attention with no additive term takes the fused kernel of
-    :mod:`posviz.observe.tiled.fused` instead (its own tiles; ``tile`` and ``blocks_per_tile`` are for these),
-    unless ``$POSVIZ_TILED_KERNEL`` is ``torch``.
+    Attention with no additive term takes a fused kernel instead (its own tiles; ``tile`` and ``blocks_per_tile``
+    are for these): on a CUDA device with Triton the Triton kernel of :mod:`posviz.observe.tiled.fused`, on the CPU
+    where a C compiler works the compiled loop of :mod:`posviz.observe.tiled.native`; ``$POSVIZ_TILED_KERNEL``
+    chooses (``torch``: these tiles always).
     """
     import torch
 
     from posviz.observe.tiled.fused import accumulate_fused, use_fused
+    from posviz.observe.tiled.native import accumulate_native, use_native
 
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"the tile size must be a positive integer, got {tile!r}")
     if use_fused(inputs):
         return accumulate_fused(inputs, sums, map_size=map_size)
+    if use_native(inputs):
+        return accumulate_native(inputs, sums, map_size=map_size)
     batch, heads, n, _ = inputs.query.shape
     device = inputs.query.device
     if sums is None:

@@ -1,0 +1,218 @@
+"""The tiled attention statistics as a compiled C loop on the CPU, for attention without an additive term.
+
+:func:`~posviz.observe.tiled.kernel.accumulate` composes some twenty PyTorch operations per tile, each a trip
+through memory over float32 and float64 copies of the tile; on a CPU that cost 6-21 times the model's own SDPA
+forward (benchmarks/README.md, section 16). ``native_kernel.c`` computes the same sums with one pass of logits per
+query tile: the logits of one row and one chunk of keys stay in the L1 cache from the dot products to every
+per-query sum, and the tile's exponentials are kept for the sums over queries (the CPU counterpart of the fused
+Triton kernel of :mod:`~posviz.observe.tiled.fused`).
+
+The C file is compiled once per machine and compiler with the system's C compiler (``$CC``, else ``cc``) into
+posviz's cache folder (``native/``), and loaded with :mod:`ctypes`; heads run in parallel threads (a ctypes call
+releases the GIL). Where no compiler works, :func:`native_library` says why and the PyTorch tiles are used.
+
+Supported: every support (causal, sliding window, full) and a logit cap, with no additive term, as the fused kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from posviz.errors import OptionError
+from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
+
+SOURCE = Path(__file__).with_name("native_kernel.c")
+#: Compiler flags; ``-march=native`` is dropped where the compiler refuses it. The object is linked in a second
+#: command without ``-ffast-math``: linked with it, the library would set flush-to-zero for the whole process
+#: (crtfastmath) as it loads, and change the arithmetic of everything else in it.
+FLAGS = ("-O3", "-ffast-math", "-fPIC")
+SUM_FIELDS = ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_weight", "received", "sink", "span50", "span90",
+              "map")
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("d", ctypes.c_int64), ("map", ctypes.c_int64), ("scale", ctypes.c_float),
+                ("softcap", ctypes.c_float), ("causal", ctypes.c_int64), ("window", ctypes.c_int64),
+                ("edges", ctypes.c_void_p), ("bin_of", ctypes.c_void_p), ("bins", ctypes.c_int64)]
+
+
+class _Sums(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name in SUM_FIELDS]
+
+
+def _cpu_signature() -> str:
+    """What ``-march=native`` compiles for: the CPU's model and flags (Linux), else the machine's name."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine() + platform.processor()
+    keep = [line for line in text.splitlines() if line.startswith(("model name", "flags", "Features"))]
+    return "\n".join(sorted(set(keep)))
+
+
+def _compile(cc: str, target: Path) -> str | None:
+    """Compile :data:`SOURCE` into ``target`` (atomically); None, or why it failed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    obj = tmp[:-3] + ".o"
+    try:
+        last = ""
+        for extra in (("-march=native",), ()):
+            for cmd in ([cc, *FLAGS, *extra, "-c", str(SOURCE), "-o", obj], [cc, "-shared", obj, "-o", tmp, "-lm"]):
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+                    break
+            else:
+                os.replace(tmp, target)
+                return None
+        return f"{cc} failed: {last}"
+    finally:
+        for path in (tmp, obj):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+@functools.lru_cache(maxsize=1)
+def native_library() -> tuple[Any, str | None]:
+    """The compiled kernel (a ctypes library), compiling it on first use; ``(None, why)`` where it cannot be had."""
+    from posviz.util.paths import cache_dir
+
+    cc = os.environ.get("CC") or "cc"
+    if shutil.which(cc) is None:
+        return None, f"no C compiler ({cc}) on PATH"
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"{cc} --version failed: {err}"
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, version, " ".join(FLAGS), _cpu_signature()]).encode()).hexdigest()
+    target = cache_dir("native", f"tiled-{key[:16]}.so")
+    if not target.exists():
+        try:
+            why = _compile(cc, target)
+        except OSError:  # no writable cache: compile into a folder of this process
+            target = Path(tempfile.mkdtemp(prefix="posviz-native-")) / target.name
+            why = _compile(cc, target)
+        if why is not None:
+            return None, why
+    try:
+        lib = ctypes.CDLL(str(target))
+    except OSError as err:
+        return None, f"cannot load {target.name}: {err}"
+    lib.posviz_head_statistics.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_Sums)]
+    lib.posviz_head_statistics.restype = ctypes.c_int
+    return lib, None
+
+
+def why_not_native(inputs: Any) -> str | None:
+    """Why ``inputs`` cannot take the compiled CPU kernel (None: it can)."""
+    if inputs.bias is not None:
+        return "its attention adds a positional term"
+    if inputs.query.device.type != "cpu":
+        return f"its tensors are on {inputs.query.device.type}, not the CPU"
+    return native_library()[1]
+
+
+def use_native(inputs: Any, kernel: str | None = None) -> bool:
+    """Whether :func:`~posviz.observe.tiled.kernel.accumulate` takes the compiled CPU kernel for ``inputs``.
+
+    Parameters
+    ----------
+    inputs
+        One layer's :class:`~posviz.observe.tiled.kernel.AttentionInputs`.
+    kernel
+        ``auto``, ``torch``, ``triton`` or ``native`` (None: ``$POSVIZ_TILED_KERNEL``, else ``auto``).
+
+    Raises
+    ------
+    OptionError
+        ``native`` where the CPU kernel cannot run.
+    """
+    from posviz.observe.tiled.fused import KERNEL_ENV, kernel_choice
+
+    kernel = kernel_choice(kernel)
+    if kernel in ("torch", "triton"):
+        return False
+    why = why_not_native(inputs)
+    if kernel == "native" and why is not None:
+        raise OptionError(f"{KERNEL_ENV}=native: the compiled CPU kernel cannot run here: {why}", f"unset {KERNEL_ENV} (auto)")
+    if why is not None and inputs.bias is None and inputs.query.device.type == "cpu":
+        warnings.warn(f"the compiled CPU kernel of the attention statistics cannot be had ({why}): the PyTorch tiles, "
+                      "several times slower, compute them", UserWarning, stacklevel=2)
+    return why is None
+
+
+def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: int = MAP_SIZE,
+                      threads: int | None = None) -> TiledSums:
+    """Add every block of ``inputs`` to ``sums`` with the compiled CPU kernel (new sums when None); returns the sums.
+
+    Parameters
+    ----------
+    inputs
+        One layer's queries, keys and support, on the CPU; no additive term.
+    sums
+        The layer's sums so far (float64, contiguous, on the CPU).
+    map_size
+        Side of the block-averaged map when new sums are made.
+    threads
+        Heads computed side by side (None: ``torch.get_num_threads()``).
+
+    Raises
+    ------
+    ValueError
+        Inputs the kernel does not take (an additive term, a device other than the CPU).
+    RuntimeError
+        The kernel cannot be compiled or loaded here, or ran out of memory.
+    """
+    import numpy as np
+    import torch
+
+    why = why_not_native(inputs)
+    if why is not None:
+        raise (RuntimeError if inputs.bias is None and inputs.query.device.type == "cpu" else ValueError)(
+            f"the compiled CPU kernel cannot run: {why}")
+    lib = native_library()[0]
+    batch, heads, n, d = inputs.query.shape
+    if sums is None:
+        sums = TiledSums.zeros(heads, n, map_size)
+    q = inputs.query.detach().float().contiguous()
+    kt = inputs.key.detach().float().transpose(-1, -2).contiguous()  # (batch, kv_heads, d, n): keys along rows
+    group = heads // kt.shape[1]
+    edges = distance_edges(n)
+    bin_of = (np.searchsorted(edges, np.arange(n), side="right") - 1).astype(np.int64)
+    support = inputs.support
+    params = _Params(n, d, int(sums.map.shape[-1]), float(inputs.scale), float(inputs.softcap or 0.0), int(support.causal),
+                     int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1)
+    fields = {name: getattr(sums, name) for name in SUM_FIELDS}
+    for name, t in fields.items():
+        if t.dtype != torch.float64 or t.device.type != "cpu" or not t.is_contiguous():
+            raise ValueError(f"the sums' {name} must be contiguous float64 on the CPU")
+
+    def head(h: int) -> int:
+        out = _Sums(*(t[h].data_ptr() for t in fields.values()))  # head h of each sum
+        for b in range(batch):
+            code = lib.posviz_head_statistics(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
+                                              ctypes.byref(out))
+            if code != 0:
+                return code
+        return 0
+
+    workers = max(1, min(heads, threads or torch.get_num_threads()))
+    with torch.no_grad(), ThreadPoolExecutor(workers) as pool:
+        codes = list(pool.map(head, range(heads)))
+    if any(codes):
+        raise RuntimeError("the compiled CPU kernel ran out of memory")
+    sums.blocks += batch
+    return sums

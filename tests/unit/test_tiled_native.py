@@ -1,0 +1,158 @@
+"""The compiled CPU kernel of the tiled statistics (posviz.observe.tiled.native) against the PyTorch tiles and a dense
+float64 reference, and the choice of kernel where no compiler works.
+
+The kernel is compiled with the machine's C compiler into the test's own posviz cache (conftest isolates it). A
+machine without one skips the comparisons (they would test nothing) but not the fallback tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from posviz.errors import OptionError
+from posviz.observe.tiled import native
+from posviz.observe.tiled.fused import KERNEL_ENV
+from posviz.observe.tiled.kernel import AttentionInputs, accumulate
+from posviz.observe.tiled.native import accumulate_native, native_library, use_native, why_not_native
+from posviz.observe.tiled.statistics import layer_statistics
+from posviz.observe.tiled.support import Support
+from tests.fused_kernel_runs import CASES, inputs
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc): the compiled kernel cannot be built here")
+#: Beside the fused kernel's cases: several key chunks (256 keys) and query tiles (32), a head size that is no
+#: multiple of eight, distances past the exact bins, and sums over two calls.
+LONG = {
+    "causal-long-pooled": (700, True, None, None, 2, 4, 2, 20, 128, torch.float32, 2),
+    "bidirectional-window-long": (600, False, 100, 3.0, 1, 2, 1, 16, 512, torch.float32, 1),
+    "causal-window-exact-map": (300, True, 50, None, 1, 3, 3, 64, 512, torch.float32, 1),
+}
+
+
+@pytest.fixture
+def fresh_library():
+    """The compiled library looked up again in this test, and forgotten after it (another test's compiler may differ)."""
+    native_library.cache_clear()
+    yield
+    native_library.cache_clear()
+
+
+def _both(name: str, spec: tuple, monkeypatch) -> tuple:
+    n, causal, window, cap, batch, heads, kv, d, map_size, dtype, calls = spec
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    compiled = tiles = None
+    for call in range(calls):
+        x = inputs(n, causal, window, cap, batch, heads, kv, d, dtype, seed=n + call)
+        assert why_not_native(x) is None
+        tiles = accumulate(x, tiles, map_size=map_size, tile=32)
+        compiled = accumulate_native(x, compiled, map_size=map_size)
+    return compiled, tiles, Support(n, causal, window)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", [*CASES, *LONG])
+def test_every_sum_of_the_compiled_kernel_equals_the_pytorch_tiles(name, monkeypatch):
+    spec = {**CASES, **LONG}[name]
+    compiled, tiles, support = _both(name, spec, monkeypatch)
+    n = spec[0]
+    assert compiled.blocks == tiles.blocks == spec[4] * spec[-1]
+    for field in ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_weight", "received", "sink", "map"):
+        # both within a few 1e-6 of a float64 softmax (float32 logits, as the model's own attention)
+        np.testing.assert_allclose(getattr(compiled, field).numpy(), getattr(tiles, field).numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=field)
+    for field in ("span50", "span90"):  # counts of queries: the same total; a query within 1e-7 of a threshold may move
+        a, b = getattr(compiled, field).numpy(), getattr(tiles, field).numpy()
+        assert a.sum() == b.sum() == tiles.blocks * (n - 1) * a.shape[0] and np.abs(a - b).sum() <= 4, field
+    c, t = layer_statistics(compiled, support), layer_statistics(tiles, support)
+    for stat_name in ("toeplitzness", "positional_share", "sink_mass", "entropy", "max_weight", "received", "distance_mass"):
+        np.testing.assert_allclose(getattr(c, stat_name), getattr(t, stat_name), rtol=1e-5, atol=1e-6, err_msg=stat_name)
+
+
+@needs_cc
+@pytest.mark.parametrize(("causal", "window", "cap"), [(True, None, None), (False, None, 4.0), (True, 40, None), (False, 25, None)])
+def test_the_compiled_kernel_gives_the_sums_of_the_dense_float64_maps(causal, window, cap):
+    """An independent reference: every map formed in float64 and summed the way each field is defined."""
+    n, heads, kv = 300, 4, 2
+    x = inputs(n, causal, window, cap, 2, heads, kv, 16, torch.float32, seed=7)
+    sums = accumulate_native(x, map_size=512).numpy()
+    s = x.query.double() @ x.key.repeat_interleave(heads // kv, dim=1).double().transpose(-1, -2) * x.scale
+    if cap is not None:
+        s = torch.tanh(s / cap) * cap
+    a = torch.softmax(s.masked_fill(~torch.as_tensor(x.support.dense()), float("-inf")), dim=-1).numpy()  # (2, H, n, n)
+    offsets = np.stack([[np.trace(a[:, h].sum(0), offset=k) for k in range(-(n - 1), n)] for h in range(heads)])
+    entropy = -(a * np.log(np.where(a > 0, a, 1.0))).sum(-1).sum(0)
+    expected = {"row_mass": a.sum(-1).sum(0), "row_sq": (a * a).sum(-1).sum(0), "received": a.sum(2).sum(0),
+                "offsets": offsets, "entropy": entropy, "max_weight": a.max(-1).sum(0), "sink": a[:, :, 1:, 0].sum((0, 2)),
+                "map": a.sum(0)}
+    for field, value in expected.items():
+        np.testing.assert_allclose(sums[field], value, atol=2e-5, rtol=1e-5, err_msg=field)
+
+
+def test_loading_the_library_leaves_the_arithmetic_of_the_process_as_it_was():
+    """Linked with -ffast-math, a library sets flush-to-zero for the process as it loads: subnormal floats would then
+    read as zero in every computation of the process, not only in the kernel."""
+    tiny = np.float32(1e-40)
+    assert tiny * np.float32(1.0) != 0  # subnormals work before ...
+    native_library()
+    assert tiny * np.float32(1.0) != 0 and torch.tensor([1e-40]).mul(1.0).item() != 0  # ... and after
+
+
+@pytest.fixture
+def broken_cc(tmp_path, monkeypatch, fresh_library) -> Path:
+    cc = tmp_path / "cc"
+    cc.write_text("#!/bin/sh\necho 'cc: fatal error: no input files' >&2\nexit 1\n")
+    cc.chmod(cc.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CC", str(cc))
+    return cc
+
+
+def test_a_compiler_that_fails_says_why_and_the_pytorch_tiles_compute_instead(broken_cc, monkeypatch):
+    x = inputs(40, True, None, None, 1, 2, 1, 8, torch.float32, seed=0)
+    assert native_library() == (None, f"{broken_cc} failed: cc: fatal error: no input files")
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    with pytest.warns(UserWarning, match=r"compiled CPU kernel .* cannot be had \(.*failed: cc: fatal error"):
+        assert not use_native(x)
+    with pytest.warns(UserWarning):
+        sums = accumulate(x)  # the PyTorch tiles
+    assert sums.blocks == 1 and float(sums.row_mass.sum()) == pytest.approx(2 * 40, abs=1e-5)
+    with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=native: the compiled CPU kernel cannot run here: .* failed"):
+        use_native(x, "native")
+
+
+def test_no_compiler_on_path_is_named(monkeypatch, fresh_library):
+    monkeypatch.setenv("CC", "no-such-compiler-posviz")
+    assert native_library() == (None, "no C compiler (no-such-compiler-posviz) on PATH")
+
+
+@needs_cc
+def test_the_compiled_kernel_is_chosen_only_where_it_can_run(monkeypatch):
+    q = torch.zeros(1, 2, 8, 16)
+    plain = AttentionInputs(q, q, 0.25, Support(8, True))
+    biased = AttentionInputs(q, q, 0.25, Support(8, True), bias=lambda *a: None)
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning where the kernel runs, nor for an additive term
+        assert use_native(plain) and not use_native(biased)
+    assert why_not_native(biased) == "its attention adds a positional term"
+    assert not use_native(plain, "torch") and not use_native(plain, "triton") and use_native(plain, "native")
+    with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=native: the compiled CPU kernel cannot run here: its attention adds"):
+        use_native(biased, "native")
+
+
+@needs_cc
+def test_the_library_is_compiled_once_into_the_posviz_cache(fresh_library, _isolated_score_cache):
+    lib, why = native_library()
+    assert why is None and lib is not None
+    built = list((_isolated_score_cache / "native").glob("tiled-*.so"))
+    assert len(built) == 1 and not list((_isolated_score_cache / "native").glob("*.o"))
+    native_library.cache_clear()
+    stamp = built[0].stat().st_mtime_ns
+    assert native_library()[1] is None and built[0].stat().st_mtime_ns == stamp  # loaded, not compiled again
+    assert native.SOURCE.name == "native_kernel.c" and native.SOURCE.exists()
