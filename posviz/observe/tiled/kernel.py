@@ -19,6 +19,7 @@ Memory: a few ``heads x tile x tile`` float32 tiles, whatever ``n``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,8 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
         return accumulate_native(inputs, sums, map_size=map_size)
     batch, heads, n, _ = inputs.query.shape
     device = inputs.query.device
+    if device.type == "cpu":
+        _resolve_vml_dispatch()
     if sums is None:
         sums = TiledSums.zeros(heads, n, map_size, device)
     edges = torch.as_tensor(distance_edges(n), device=device)
@@ -127,6 +130,23 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
                 rows.second_pass(tile, lse, top, sums, edges, bin_of)
     sums.blocks += batch
     return sums
+
+
+@functools.lru_cache(maxsize=1)
+def _resolve_vml_dispatch() -> None:
+    """Call each element-wise function of the tiles once on one element, before any call that threads share.
+
+    oneMKL picks the kernel of each of its vector math functions on the function's first call; first calls made
+    at once by torch's intra-op threads can run the low-accuracy kernel on one thread's share of the tensor
+    (pytorch/pytorch#188792). Measured here: in about one process in five on two threads, the first ``exp`` of the
+    tiles gave a quarter of a tile weights off by up to 1.5e-4 (relative), and row sums off by 5e-5, five times the
+    tolerance against eager maps; with this call first, none in fifteen.
+    """
+    import torch
+
+    for dtype in (torch.float32, torch.float64):
+        one = torch.ones(1, dtype=dtype)
+        torch.exp(one), torch.log(one), torch.tanh(one)
 
 
 def _heads_view(inputs: AttentionInputs, blocks: range) -> tuple[Any, Any]:
