@@ -33,10 +33,13 @@ from posviz.errors import OptionError
 from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
 
 SOURCE = Path(__file__).with_name("native_kernel.c")
-#: Compiler flags; ``-march=native`` is dropped where the compiler refuses it. The object is linked in a second
-#: command without ``-ffast-math``: linked with it, the library would set flush-to-zero for the whole process
-#: (crtfastmath) as it loads, and change the arithmetic of everything else in it.
+#: Compiler flags. The object is linked in a second command without ``-ffast-math``: linked with it, the library
+#: would set flush-to-zero for the whole process (crtfastmath) as it loads, and change the arithmetic of everything
+#: else in it.
 FLAGS = ("-O3", "-ffast-math", "-fPIC")
+#: Flags for this machine's CPU, tried in turn until the compiler takes them (x86-64: AVX-512 vectors where the CPU
+#: has them; other compilers and CPUs may refuse the second flag, or both).
+TUNING = (("-march=native", "-mprefer-vector-width=512"), ("-march=native",), ())
 SUM_FIELDS = ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_weight", "received", "sink", "span50", "span90",
               "map")
 
@@ -69,7 +72,7 @@ def _compile(cc: str, target: Path) -> str | None:
     obj = tmp[:-3] + ".o"
     try:
         last = ""
-        for extra in (("-march=native",), ()):
+        for extra in TUNING:
             for cmd in ([cc, *FLAGS, *extra, "-c", str(SOURCE), "-o", obj], [cc, "-shared", obj, "-o", tmp, "-lm"]):
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 if r.returncode != 0:
@@ -97,7 +100,7 @@ def native_library() -> tuple[Any, str | None]:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"{cc} --version failed: {err}"
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, version, " ".join(FLAGS), _cpu_signature()]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, version, repr((FLAGS, TUNING)), _cpu_signature()]).encode()).hexdigest()
     target = cache_dir("native", f"tiled-{key[:16]}.so")
     if not target.exists():
         try:
