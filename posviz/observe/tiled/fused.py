@@ -30,7 +30,7 @@ import os
 from typing import Any
 
 from posviz.errors import OptionError
-from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
+from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_bins
 
 #: Queries and keys per program tile (a power of two, at least 16: ``tl.dot``'s smallest side).
 BLOCK = 64
@@ -130,8 +130,8 @@ def accumulate_fused(inputs: Any, sums: TiledSums | None = None, *, map_size: in
     device = q.device
     if sums is None:
         sums = TiledSums.zeros(heads, n, map_size, device)
-    edges = torch.as_tensor(distance_edges(n), device=device)
-    bin_of = (torch.bucketize(torch.arange(n, device=device), edges, right=True) - 1).to(torch.int32)
+    edges, bin_of = (torch.as_tensor(x, device=device) for x in distance_bins(n))
+    bin_of = bin_of.to(torch.int32)
     bins = len(edges) - 1
     support = inputs.support
     # Triton launches on the current CUDA device: with a model spread over GPUs (device_map), the layer's own

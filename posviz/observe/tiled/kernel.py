@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
+from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_bins
 from posviz.observe.tiled.support import Support
 
 #: Queries (and keys) per tile: 256 keeps a tile's float64 temporaries near 0.5 MB per head.
@@ -116,8 +116,7 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
         _resolve_vml_dispatch()
     if sums is None:
         sums = TiledSums.zeros(heads, n, map_size, device)
-    edges = torch.as_tensor(distance_edges(n), device=device)
-    bin_of = torch.bucketize(torch.arange(n, device=device), edges, right=True) - 1  # distance -> its bin
+    edges, bin_of = (torch.as_tensor(x, device=device) for x in distance_bins(n))  # bin_of: distance -> its bin
     side = min(tile, n)
     chunk = blocks_per_tile or (1 if device.type == "cpu" else max(1, TILE_ENTRIES // (heads * side * side)))
     with torch.no_grad():

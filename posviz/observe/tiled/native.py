@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from posviz.errors import OptionError
-from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_edges
+from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_bins
 
 SOURCE = Path(__file__).with_name("native_kernel.c")
 #: Compiler flags. The object is linked in a second command without ``-ffast-math``: linked with it, the library
@@ -193,8 +193,7 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     q = inputs.query.detach().float().contiguous()
     kt = inputs.key.detach().float().transpose(-1, -2).contiguous()  # (batch, kv_heads, d, n): keys along rows
     group = heads // kt.shape[1]
-    edges = distance_edges(n)
-    bin_of = (np.searchsorted(edges, np.arange(n), side="right") - 1).astype(np.int64)
+    edges, bin_of = (np.ascontiguousarray(x, dtype=np.int64) for x in distance_bins(n))  # the C side reads int64
     support = inputs.support
     params = _Params(n, d, int(sums.map.shape[-1]), float(inputs.scale), float(inputs.softcap or 0.0), int(support.causal),
                      int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1)

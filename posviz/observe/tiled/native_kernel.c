@@ -191,13 +191,14 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                 }
                 const float at = (float)m[r];
                 float *restrict ev = e + r * width + (j0 - jlo);
-                float tl = 0.0f, tw = 0.0f, tq = 0.0f;
+                float tl = 0.0f, tw = 0.0f;
+                double tq = 0.0;  /* squares in double, as the PyTorch tiles: Toeplitz scores difference them */
                 for (int64_t j = 0; j < len; j++) {
                     const float x = expf(s[j] - at);
                     ev[j] = x;
                     tl += x;
                     tw += x * s[j];
-                    tq += x * x;
+                    tq += (double)x * (double)x;
                 }
                 l[r] += tl; w[r] += tw; sq[r] += tq;
                 shift[r * chunks + ci] = at;

@@ -34,6 +34,12 @@ def distance_edges(n: int, exact: int = EXACT_DISTANCES, per_octave: int = BINS_
     return np.asarray(edges, dtype=np.int64)
 
 
+def distance_bins(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bin edges of :func:`distance_edges` and, for each distance ``0 … n - 1``, the index of its bin (int64)."""
+    edges = distance_edges(n)
+    return edges, np.searchsorted(edges, np.arange(n), side="right") - 1
+
+
 @dataclass
 class TiledSums:
     """Sums over blocks of one layer's attention, per head (torch tensors on the device that made them).
