@@ -3,10 +3,11 @@
  * For each tile of TQ queries, over the keys each query may see, in chunks of JC keys (the chunk of transposed keys,
  * d x JC floats, stays in the L1 cache while the tile's rows use it):
  *   A. the logits, once: the online softmax (each query's largest logit m and sum l of exp(s - m), rescaled when m
- *      grows) and, in the same shift, every per-query sum (sum of e * s, of e^2, the mass by distance bin); the
- *      exponentials e are kept for the tile (TQ x n floats at most) with the shift of their chunk;
- *   B. the weights a_ij = e_ij exp(shift - lse_i) into the sums over queries: attention received by each key, the
- *      diagonal sums (the offset profile), the map and the sink; float within the tile, double across tiles.
+ *      grows) and, in the same shift, the sum of e * s (entropy) and the mass by distance bin; the exponentials e
+ *      are kept for the tile (TQ x n floats at most) with the shift of their chunk;
+ *   B. the weights a_ij = e_ij exp(shift - lse_i) into the row sums (mass, squares) and the sums over queries:
+ *      attention received by each key (float within the tile), the diagonal sums (the offset profile), the map
+ *      and the sink (double).
  * Sums across tiles are double; logits and weights float (the precision of the model's own attention), as in the
  * PyTorch tiles. Keys outside the support are never visited (loop bounds), so no -inf enters the arithmetic (this
  * file is compiled with -ffast-math; the library is linked without it, see native.py).
@@ -137,7 +138,7 @@ static inline void add_map(const Params *p, const int64_t *first, int64_t i, int
     const int64_t end = j0 + len;
     while (j < end) {
         const int64_t stop = first[c + 1] < end ? first[c + 1] : end;
-        float t = 0.0f;
+        double t = 0.0;
         for (int64_t x = j; x < stop; x++) t += a[x - j0];
         row[c++] += t;
         j = stop;
@@ -149,7 +150,8 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
     const int64_t n = p->n, d = p->d, bins = p->bins, chunks = (n + JC - 1) / JC;
     float *s = malloc(sizeof(float) * JC), *e = malloc(sizeof(float) * (size_t)(TQ * n));
     float *shift = malloc(sizeof(float) * (size_t)(TQ * chunks));
-    float *received = malloc(sizeof(float) * (size_t)n), *diag = malloc(sizeof(float) * (size_t)(n + TQ));
+    float *received = malloc(sizeof(float) * (size_t)n);
+    double *diag = malloc(sizeof(double) * (size_t)(n + TQ));
     double *bd = malloc(sizeof(double) * (size_t)(TQ * bins));
     int64_t *first = malloc(sizeof(int64_t) * (size_t)(p->map + 1));
     if (!s || !e || !shift || !received || !diag || !bd || !first) {
@@ -157,7 +159,7 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         return -1;
     }
     for (int64_t c = 0; c <= p->map; c++) first[c] = (c * n + p->map - 1) / p->map;  /* ceil(c n / map) */
-    double m[TQ], l[TQ], w[TQ], sq[TQ], lse[TQ];
+    double m[TQ], l[TQ], w[TQ], lse[TQ], mass[TQ], sq[TQ];
     int seen[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
         const int64_t i1 = i0 + TQ < n ? i0 + TQ : n, rows = i1 - i0;
@@ -167,7 +169,7 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             if (hi_key(p, i) > jhi) jhi = hi_key(p, i);
         }
         const int64_t width = jhi - jlo;
-        for (int64_t r = 0; r < rows; r++) { seen[r] = 0; l[r] = w[r] = sq[r] = 0.0; }
+        for (int64_t r = 0; r < rows; r++) { seen[r] = 0; l[r] = w[r] = mass[r] = sq[r] = 0.0; }
         memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
         /* A: the logits, once */
         for (int64_t c0 = jlo; c0 < jhi; c0 += JC) {
@@ -185,22 +187,20 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                     seen[r] = 1;
                 } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
                     const double f = exp(m[r] - (double)top);
-                    l[r] *= f; w[r] *= f; sq[r] *= f * f;
+                    l[r] *= f; w[r] *= f;
                     for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
                     m[r] = top;
                 }
                 const float at = (float)m[r];
                 float *restrict ev = e + r * width + (j0 - jlo);
                 float tl = 0.0f, tw = 0.0f;
-                double tq = 0.0;  /* squares in double, as the PyTorch tiles: Toeplitz scores difference them */
                 for (int64_t j = 0; j < len; j++) {
                     const float x = expf(s[j] - at);
                     ev[j] = x;
                     tl += x;
                     tw += x * s[j];
-                    tq += (double)x * (double)x;
                 }
-                l[r] += tl; w[r] += tw; sq[r] += tq;
+                l[r] += tl; w[r] += tw;
                 shift[r * chunks + ci] = at;
                 add_bins(p, i, j0, len, ev, row_bins);
             }
@@ -208,7 +208,7 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         /* B: the weights into the sums over queries */
         const int64_t k0 = jlo - (i1 - 1);  /* the tile's lowest offset j - i */
         memset(received + jlo, 0, sizeof(float) * (size_t)width);
-        memset(diag, 0, sizeof(float) * (size_t)(width + rows));
+        memset(diag, 0, sizeof(double) * (size_t)(width + rows));
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
             lse[r] = m[r] + log(l[r]);
@@ -219,13 +219,18 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                 const int64_t len = j1 - j0;
                 const float f = (float)exp((double)shift[r * chunks + ci] - lse[r]);
                 const float *restrict ev = e + r * width + (j0 - jlo);
-                float *restrict rec = received + j0, *restrict dg = diag + (j0 - i - k0);
+                float *restrict rec = received + j0;
+                double *restrict dg = diag + (j0 - i - k0);
+                double tm = 0.0, ts = 0.0;
                 for (int64_t j = 0; j < len; j++) {
                     const float a = ev[j] * f;
                     s[j] = a;
                     rec[j] += a;
                     dg[j] += a;
+                    tm += a;
+                    ts += (double)a * (double)a;
                 }
+                mass[r] += tm; sq[r] += ts;
                 if (j0 == 0 && i >= 1) out->sink[0] += s[0];
                 add_map(p, first, i, j0, len, s, out->map);
             }
@@ -234,17 +239,19 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         for (int64_t t = 0; t < width + rows - 1; t++) out->offsets[k0 + n - 1 + t] += diag[t];
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
-            const double g = exp(m[r] - lse[r]), mass = l[r] * g;  /* g = 1 / l: the largest weight */
-            out->row_mass[i] += mass;
-            out->row_sq[i] += sq[r] * g * g;
-            out->row_sum_sq[i] += mass * mass;
-            out->entropy[i] += lse[r] * mass - w[r] * g;
+            /* the mass and squares of the weights as they went into the sums over queries (float rounding and all):
+             * Toeplitz scores and the positional share difference them with the diagonal sums */
+            const double g = exp(m[r] - lse[r]);  /* 1 / l: the largest weight */
+            out->row_mass[i] += mass[r];
+            out->row_sq[i] += sq[r];
+            out->row_sum_sq[i] += mass[r] * mass[r];
+            out->entropy[i] += lse[r] * mass[r] - w[r] * g;
             out->max_weight[i] += g;
             if (i >= 1) {
                 double *row_bins = bd + r * bins;
                 for (int64_t b = 0; b < bins; b++) row_bins[b] *= g;
-                out->span50[span_of(p, row_bins, mass * 0.5)] += 1.0;
-                out->span90[span_of(p, row_bins, mass * 0.9)] += 1.0;
+                out->span50[span_of(p, row_bins, mass[r] * 0.5)] += 1.0;
+                out->span90[span_of(p, row_bins, mass[r] * 0.9)] += 1.0;
             }
         }
     }
