@@ -76,6 +76,9 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
 
     with torch.no_grad():
         model(ids[:, :64])  # warm-up (kernels, allocator)
+        if mode == "tiled":  # and the statistics' own kernel (the C kernel is compiled or loaded on its first call)
+            with TiledCapture(model, chosen, tile=tile):
+                model(ids[:, :64])
         sync()
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
