@@ -74,7 +74,7 @@ OBSERVE_RUN = ["posviz/observe/__init__.py", "posviz/observe/corpus_blocks.py", 
                "posviz/observe/runner.py", "posviz/observe/shared_models.py", "posviz/observe/text_input.py", "posviz/observe/text_pass.py", "posviz/observe/tiled/capture.py"]
 OBSERVE_ATTENTION = [*OBSERVE_RUN, "posviz/observe/accumulate.py", "posviz/observe/statistics.py",
                      "posviz/observe/attention.py", "posviz/observe/attention_pass.py", "posviz/observe/attention_result.py",
-                     "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py"]
+                     "posviz/observe/rope_bands.py", "posviz/observe/tiled/*.py", "posviz/observe/tiled/*.c"]
 OBSERVE_HIDDEN = [*OBSERVE_RUN, "posviz/observe/hidden.py", "posviz/observe/hidden_states_measure.py", "posviz/observe/hidden_pass.py", "posviz/observe/hidden_result.py",
                   "posviz/observe/hidden_statistics.py",
                   "posviz/observe/hidden_sums.py", "posviz/observe/probe.py",
