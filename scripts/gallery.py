@@ -407,24 +407,27 @@ def make_lg_tables(out: Path) -> None:
     python("scripts/length_generalisation.py", "--phase", "tabulate", "--results", LG)
 
 
+def _verify_lg_run(work: Path, shipped: str, task: str, scheme: str, *budget: str) -> list[str]:
+    """Rerun the task run ``TASK-SCHEME-s0`` on this machine's CPU (``budget``: the script's step options, if any) and
+    compare its exact match at every length with the record shipped under ``SHIPPED/runs`` (the script's
+    ``--compare``)."""
+    script = "scripts/length_generalisation.py"
+    python(ROOT / script, "--tasks", task, "--schemes", scheme, "--seeds", "0", *budget, "--device", "cpu", "--out", "runs",
+           "--results", "results", cwd=work)
+    name = f"{task}-{scheme}-s0.json"
+    return compare_with_script(script, f"{shipped}/runs/{name}", work / "results/runs" / name)
+
+
 def verify_lg(work: Path) -> list[str]:
-    """Rerun ``sorting-none-s0`` (NoPE, the one scheme that sorts past its trained length) on this machine and compare
-    its exact match at every length with the shipped record (made on a GPU: see the script's ``--compare``)."""
-    python(ROOT / "scripts/length_generalisation.py", "--tasks", "sorting", "--schemes", "none", "--seeds", "0", "--device", "cpu",
-           "--out", "runs", "--results", "results", cwd=work)
-    return compare_with_script("scripts/length_generalisation.py", f"{LG}/runs/sorting-none-s0.json",
-                               work / "results/runs/sorting-none-s0.json")
+    """Rerun ``sorting-none-s0`` (NoPE, the one scheme that sorts past its trained length; shipped from a GPU)."""
+    return _verify_lg_run(work, LG, "sorting", "none")
 
 
 def verify_lg_pilot(work: Path) -> list[str]:
-    """Rerun the pilot's ``copy-absolute-s0`` at 1000 steps (about 4 minutes on one core) on this machine and compare its
-    exact match at every length with the shipped record (the script's ``--compare``)."""
+    """Rerun the pilot's ``copy-absolute-s0`` at its 1000 steps (about 4 minutes on one core)."""
     pilot = LG_PILOT["steps-1000"]
     budget = [pilot[pilot.index(flag) + 1] for flag in ("--steps", "--eval-every")]
-    python(ROOT / "scripts/length_generalisation.py", "--tasks", "copy", "--schemes", "absolute", "--seeds", "0", "--steps",
-           budget[0], "--eval-every", budget[1], "--device", "cpu", "--out", "runs", "--results", "results", cwd=work)
-    return compare_with_script("scripts/length_generalisation.py", f"{LG}/pilot/steps-1000/runs/copy-absolute-s0.json",
-                               work / "results/runs/copy-absolute-s0.json")
+    return _verify_lg_run(work, f"{LG}/pilot/steps-1000", "copy", "absolute", "--steps", budget[0], "--eval-every", budget[1])
 
 
 def _head_epoch() -> str:
