@@ -18,7 +18,8 @@ import sys
 import numpy as np
 import torch
 
-from posviz.observe.tiled.fused import accumulate_fused, use_fused
+from posviz.observe.tiled.choice import choose_kernel
+from posviz.observe.tiled.fused import accumulate_fused
 from posviz.observe.tiled.kernel import AttentionInputs, accumulate
 from posviz.observe.tiled.support import Support
 
@@ -45,7 +46,7 @@ def interpret(out: str) -> None:
         torch_sums = fused_sums = None
         for call in range(calls):
             x = inputs(n, causal, window, cap, batch, heads, kv, d, dtype, seed=n + call)
-            assert use_fused(x) and not use_fused(x, "torch")
+            assert choose_kernel(x) == "triton" and choose_kernel(x, "torch") == "torch"
             torch_sums = _torch(x, torch_sums, map_size)
             fused_sums = accumulate_fused(x, fused_sums, map_size=map_size, block=16)
         for side, sums in (("torch", torch_sums), ("fused", fused_sums)):

@@ -51,7 +51,7 @@ class AttentionRequest:
             raise OptionError(f"--map-size {self.map_size!r} is not an integer of at least 2")
         if not 0.0 <= self.sink_eps < 1.0:
             raise OptionError(f"--sink-eps {self.sink_eps} is outside [0, 1)", "Gu et al. use 0.3")
-        from posviz.observe.tiled.fused import kernel_choice
+        from posviz.observe.tiled.choice import kernel_choice
 
         kernel_choice()  # a bad $POSVIZ_TILED_KERNEL before any model is loaded
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from posviz.cli.app import app
 from posviz.errors import OptionError
 from posviz.observe.attention import attention
-from posviz.observe.tiled.fused import KERNEL_ENV, MIN_TRITON, triton_version
+from posviz.observe.tiled.choice import KERNEL_ENV
+from posviz.observe.tiled.fused import MIN_TRITON, triton_version
 from posviz.observe.tiled.native import native_library
 from posviz.observe.tiled.run import can_capture
 from tests.checkpoint_factory import save_tiny_model as _save

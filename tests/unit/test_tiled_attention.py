@@ -16,7 +16,7 @@ import torch
 from posviz.observe.statistics import LayerSums
 from posviz.observe.statistics import layer_statistics as dense_statistics
 from posviz.observe.tiled import AttentionInputs, Support, TiledSums, accumulate, layer_statistics
-from posviz.observe.tiled.fused import KERNEL_ENV
+from posviz.observe.tiled.choice import KERNEL_ENV
 from posviz.observe.tiled.sums import distance_edges
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc): the compiled kernel cannot be built here")

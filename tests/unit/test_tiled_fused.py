@@ -18,15 +18,8 @@ import pytest
 import torch
 
 from posviz.errors import OptionError
-from posviz.observe.tiled.fused import (
-    KERNEL_ENV,
-    MIN_TRITON,
-    accumulate_fused,
-    kernel_choice,
-    triton_version,
-    use_fused,
-    why_not_fused,
-)
+from posviz.observe.tiled.choice import KERNEL_ENV, choose_kernel, kernel_choice
+from posviz.observe.tiled.fused import MIN_TRITON, accumulate_fused, triton_version, why_not_fused
 from posviz.observe.tiled.kernel import AttentionInputs, accumulate
 from posviz.observe.tiled.sums import TiledSums
 from posviz.observe.tiled.support import Support
@@ -81,16 +74,16 @@ def test_the_fused_kernel_is_chosen_only_where_it_can_run(monkeypatch):
     biased = AttentionInputs(q, q, 0.25, Support(8, True), bias=lambda *a: None)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(KERNEL_ENV, raising=False)
-    assert why_not_fused(plain) == "its tensors are on cpu, not a CUDA device" and not use_fused(plain)
+    assert why_not_fused(plain) == "its tensors are on cpu, not a CUDA device" and choose_kernel(plain) != "triton"
     assert why_not_fused(biased) == "its attention adds a positional term"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert use_fused(plain) is (VERSION is not None and VERSION >= MIN_TRITON)
+    assert (choose_kernel(plain) == "triton") is (VERSION is not None and VERSION >= MIN_TRITON)
     if VERSION is not None and VERSION < MIN_TRITON:  # the oldest environment: PyPI's torch 2.2 pins Triton 2.2
         assert why_not_fused(plain) == f"Triton {VERSION[0]}.{VERSION[1]} is older than 3.3"
-    assert not use_fused(plain, "torch") and not use_fused(biased)
+    assert choose_kernel(plain, "torch") == "torch" and choose_kernel(biased) == "torch"
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here: its tensors are on cpu"):
-        use_fused(plain, "triton")
+        choose_kernel(plain, "triton")
     monkeypatch.setenv(KERNEL_ENV, "cuda")
     with pytest.raises(OptionError, match="'cuda' is not a tiled kernel"):
         kernel_choice()

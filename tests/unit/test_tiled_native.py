@@ -18,20 +18,23 @@ import torch
 
 from posviz.errors import OptionError
 from posviz.observe.tiled import native
-from posviz.observe.tiled.fused import KERNEL_ENV
+from posviz.observe.tiled.choice import KERNEL_ENV, choose_kernel
 from posviz.observe.tiled.kernel import AttentionInputs, accumulate
-from posviz.observe.tiled.native import accumulate_native, native_library, use_native, why_not_native
+from posviz.observe.tiled.native import accumulate_native, native_library, why_not_native
 from posviz.observe.tiled.support import Support
 from tests.fused_kernel_runs import CASES, assert_same_sums, inputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc): the compiled kernel cannot be built here")
-#: Beside the fused kernel's cases: several key chunks (256 keys) and query tiles (32), a head size that is no
-#: multiple of eight, distances past the exact bins, and sums over two calls.
+#: Beside the fused kernel's cases: several key chunks (512 keys at d = 16, 64 at d = 128) and query tiles (32), a head
+#: size that is no multiple of eight, distances past the exact bins, rows of the pooled map that span several query
+#: tiles (and tiles that span several rows), and sums over two calls.
 LONG = {
     "causal-long-pooled": (700, True, None, None, 2, 4, 2, 20, 128, torch.float32, 2),
     "bidirectional-window-long": (600, False, 100, 3.0, 1, 2, 1, 16, 512, torch.float32, 1),
     "causal-window-exact-map": (300, True, 50, None, 1, 3, 3, 64, 512, torch.float32, 1),
+    "causal-coarse-map": (1100, True, None, None, 1, 2, 1, 16, 16, torch.float32, 1),
+    "bidirectional-wide-heads": (301, False, None, None, 1, 2, 2, 128, 64, torch.float32, 1),
 }
 
 
@@ -107,12 +110,12 @@ def test_a_compiler_that_fails_says_why_and_the_pytorch_tiles_compute_instead(br
     assert native_library() == (None, f"{broken_cc} failed: cc: fatal error: no input files")
     monkeypatch.delenv(KERNEL_ENV, raising=False)
     with pytest.warns(UserWarning, match=r"compiled CPU kernel .* cannot be had \(.*failed: cc: fatal error"):
-        assert not use_native(x)
+        assert choose_kernel(x) == "torch"
     with pytest.warns(UserWarning):
         sums = accumulate(x)  # the PyTorch tiles
     assert sums.blocks == 1 and float(sums.row_mass.sum()) == pytest.approx(2 * 40, abs=1e-5)
     with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=native: the compiled CPU kernel cannot run here: .* failed"):
-        use_native(x, "native")
+        choose_kernel(x, "native")
 
 
 def test_no_compiler_on_path_is_named(monkeypatch, fresh_library):
@@ -128,11 +131,13 @@ def test_the_compiled_kernel_is_chosen_only_where_it_can_run(monkeypatch):
     monkeypatch.delenv(KERNEL_ENV, raising=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning where the kernel runs, nor for an additive term
-        assert use_native(plain) and not use_native(biased)
+        assert choose_kernel(plain) == "native" and choose_kernel(biased) == "torch"
     assert why_not_native(biased) == "its attention adds a positional term"
-    assert not use_native(plain, "torch") and not use_native(plain, "triton") and use_native(plain, "native")
+    assert choose_kernel(plain, "torch") == "torch" and choose_kernel(plain, "native") == "native"
+    with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=triton: the fused kernel cannot run here: its tensors are on cpu"):
+        choose_kernel(plain, "triton")
     with pytest.raises(OptionError, match="POSVIZ_TILED_KERNEL=native: the compiled CPU kernel cannot run here: its attention adds"):
-        use_native(biased, "native")
+        choose_kernel(biased, "native")
 
 
 @needs_cc
@@ -145,3 +150,38 @@ def test_the_library_is_compiled_once_into_the_posviz_cache(fresh_library, _isol
     stamp = built[0].stat().st_mtime_ns
     assert native_library()[1] is None and built[0].stat().st_mtime_ns == stamp  # loaded, not compiled again
     assert native.SOURCE.name == "native_kernel.c" and native.SOURCE.exists()
+
+
+@needs_cc
+def test_a_compiler_command_with_arguments_compiles(monkeypatch, fresh_library, _isolated_score_cache):
+    """``$CC`` is a command line (``ccache gcc``), not one file name; it goes into the library's hash."""
+    monkeypatch.setenv("CC", "env cc")
+    lib, why = native_library()
+    assert why is None and lib is not None
+    assert len(list((_isolated_score_cache / "native").glob("tiled-*.so"))) == 1
+    x = inputs(70, True, None, None, 1, 2, 1, 16, torch.float32, seed=1)
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    assert_same_sums(accumulate_native(x), accumulate(x), Support(70, True, None))
+
+
+@needs_cc
+def test_an_unusable_cache_compiles_into_a_folder_removed_once_loaded(monkeypatch, fresh_library, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("POSVIZ_CACHE_DIR", str(blocker / "cache"))  # no folder can be made under a file
+    monkeypatch.setattr(native.tempfile, "tempdir", str(tmp_path))  # mkdtemp's folder, where this test sees it
+    lib, why = native_library()
+    assert why is None and lib is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]  # the scratch folder is gone, the library loaded
+    x = inputs(40, False, None, None, 1, 2, 2, 8, torch.float32, seed=2)
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    assert_same_sums(accumulate_native(x), accumulate(x), Support(40, False, None))
+
+
+def test_a_compiler_that_hangs_is_given_up_after_the_timeout(tmp_path, monkeypatch, fresh_library):
+    cc = tmp_path / "slow-cc"
+    cc.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo slow-cc 1.0; exit 0; fi\nexec sleep 60\n')
+    cc.chmod(cc.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setattr(native, "COMPILE_TIMEOUT", 1)
+    assert native_library() == (None, f"{cc} took more than 1 s")

@@ -29,19 +29,12 @@ import functools
 import os
 from typing import Any
 
-from posviz.errors import OptionError
 from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_bins
 
 #: Queries and keys per program tile (a power of two, at least 16: ``tl.dot``'s smallest side).
 BLOCK = 64
 #: ``tl.gather``, with which the tile is skewed, came with Triton 3.3.
 MIN_TRITON = (3, 3)
-#: ``auto``: where the attention has no additive term, the fused kernel on a CUDA device where Triton is installed and
-#: the compiled CPU kernel (:mod:`~posviz.observe.tiled.native`) on the CPU where a C compiler works; ``torch``: always
-#: the PyTorch tiles; ``triton``: the fused kernel or an error; ``native``: the CPU kernel or an error. Set by
-#: ``POSVIZ_TILED_KERNEL``.
-KERNEL_ENV = "POSVIZ_TILED_KERNEL"
-KERNELS = ("auto", "torch", "triton", "native")
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,39 +60,6 @@ def why_not_fused(inputs: Any) -> str | None:
     if version < MIN_TRITON:
         return f"Triton {version[0]}.{version[1]} is older than {MIN_TRITON[0]}.{MIN_TRITON[1]}"
     return None
-
-
-def use_fused(inputs: Any, kernel: str | None = None) -> bool:
-    """Whether :func:`~posviz.observe.tiled.kernel.accumulate` takes the fused kernel for ``inputs``.
-
-    Parameters
-    ----------
-    inputs
-        One layer's :class:`~posviz.observe.tiled.kernel.AttentionInputs`.
-    kernel
-        ``auto``, ``torch`` or ``triton`` (None: ``$POSVIZ_TILED_KERNEL``, else ``auto``).
-
-    Raises
-    ------
-    OptionError
-        An unknown kernel, or ``triton`` where the fused kernel cannot run.
-    """
-    kernel = kernel_choice(kernel)
-    if kernel in ("torch", "native"):
-        return False
-    why = why_not_fused(inputs)
-    if kernel == "triton" and why is not None:
-        raise OptionError(f"{KERNEL_ENV}=triton: the fused kernel cannot run here: {why}", f"unset {KERNEL_ENV} (auto)")
-    return why is None
-
-
-def kernel_choice(kernel: str | None = None) -> str:
-    """``kernel``, else ``$POSVIZ_TILED_KERNEL``, else ``auto``; refuses anything but ``auto``, ``torch``, ``triton``,
-    ``native``."""
-    kernel = kernel or os.environ.get(KERNEL_ENV) or "auto"
-    if kernel not in KERNELS:
-        raise OptionError(f"{KERNEL_ENV}={kernel!r} is not a tiled kernel", "use auto, torch, triton or native")
-    return kernel
 
 
 def accumulate_fused(inputs: Any, sums: TiledSums | None = None, *, map_size: int = MAP_SIZE, block: int = BLOCK) -> TiledSums:

@@ -101,14 +101,16 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
     """
     import torch
 
-    from posviz.observe.tiled.fused import accumulate_fused, use_fused
-    from posviz.observe.tiled.native import accumulate_native, use_native
+    from posviz.observe.tiled.choice import choose_kernel
+    from posviz.observe.tiled.fused import accumulate_fused
+    from posviz.observe.tiled.native import accumulate_native
 
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"the tile size must be a positive integer, got {tile!r}")
-    if use_fused(inputs):
+    which = choose_kernel(inputs)
+    if which == "triton":
         return accumulate_fused(inputs, sums, map_size=map_size)
-    if use_native(inputs):
+    if which == "native":
         return accumulate_native(inputs, sums, map_size=map_size)
     batch, heads, n, _ = inputs.query.shape
     device = inputs.query.device

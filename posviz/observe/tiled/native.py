@@ -21,15 +21,14 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from posviz.errors import OptionError
 from posviz.observe.tiled.sums import MAP_SIZE, TiledSums, distance_bins
 
 SOURCE = Path(__file__).with_name("native_kernel.c")
@@ -64,8 +63,12 @@ def _cpu_signature() -> str:
     return "\n".join(sorted(set(keep)))
 
 
-def _compile(cc: str, target: Path) -> str | None:
-    """Compile :data:`SOURCE` into ``target`` (atomically); None, or why it failed."""
+#: Seconds a compiler command may take (the kernel compiles in about one second here).
+COMPILE_TIMEOUT = 300
+
+
+def _compile(cc: list[str], target: Path) -> str | None:
+    """Compile :data:`SOURCE` with the command ``cc`` into ``target`` (atomically); None, or why it failed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
@@ -73,15 +76,18 @@ def _compile(cc: str, target: Path) -> str | None:
     try:
         last = ""
         for extra in TUNING:
-            for cmd in ([cc, *FLAGS, *extra, "-c", str(SOURCE), "-o", obj], [cc, "-shared", obj, "-o", tmp, "-lm"]):
-                r = subprocess.run(cmd, capture_output=True, text=True)
+            for cmd in ([*cc, *FLAGS, *extra, "-c", str(SOURCE), "-o", obj], [*cc, "-shared", obj, "-o", tmp, "-lm"]):
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    return f"{shlex.join(cc)} took more than {COMPILE_TIMEOUT} s"
                 if r.returncode != 0:
                     last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
                     break
             else:
                 os.replace(tmp, target)
                 return None
-        return f"{cc} failed: {last}"
+        return f"{shlex.join(cc)} failed: {last}"
     finally:
         for path in (tmp, obj):
             if os.path.exists(path):
@@ -90,30 +96,39 @@ def _compile(cc: str, target: Path) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def native_library() -> tuple[Any, str | None]:
-    """The compiled kernel (a ctypes library), compiling it on first use; ``(None, why)`` where it cannot be had."""
+    """The compiled kernel (a ctypes library), compiling it on first use; ``(None, why)`` where it cannot be had.
+
+    The compiler is ``$CC`` (a command, arguments allowed: ``ccache gcc``), else ``cc``.
+    """
     from posviz.util.paths import cache_dir
 
-    cc = os.environ.get("CC") or "cc"
-    if shutil.which(cc) is None:
-        return None, f"no C compiler ({cc}) on PATH"
+    cc = shlex.split(os.environ.get("CC") or "cc") or ["cc"]
+    if shutil.which(cc[0]) is None:
+        return None, f"no C compiler ({cc[0]}) on PATH"
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as err:
-        return None, f"{cc} --version failed: {err}"
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), cc, version, repr((FLAGS, TUNING)), _cpu_signature()]).encode()).hexdigest()
-    target = cache_dir("native", f"tiled-{key[:16]}.so")
+        return None, f"{shlex.join(cc)} --version failed: {err}"
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), *cc, version, repr((FLAGS, TUNING)), _cpu_signature()]).encode()).hexdigest()
+    target, scratch = cache_dir("native", f"tiled-{key[:16]}.so"), None
     if not target.exists():
         try:
             why = _compile(cc, target)
-        except OSError:  # no writable cache: compile into a folder of this process
-            target = Path(tempfile.mkdtemp(prefix="posviz-native-")) / target.name
+        except OSError:  # no writable cache: compile into a folder of this process, removed once loaded
+            scratch = Path(tempfile.mkdtemp(prefix="posviz-native-"))
+            target = scratch / target.name
             why = _compile(cc, target)
         if why is not None:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             return None, why
     try:
         lib = ctypes.CDLL(str(target))
     except OSError as err:
         return None, f"cannot load {target.name}: {err}"
+    finally:
+        if scratch is not None:  # a loaded library stays mapped after its file is gone
+            shutil.rmtree(scratch, ignore_errors=True)
     lib.posviz_head_statistics.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_Sums)]
     lib.posviz_head_statistics.restype = ctypes.c_int
     return lib, None
@@ -126,35 +141,6 @@ def why_not_native(inputs: Any) -> str | None:
     if inputs.query.device.type != "cpu":
         return f"its tensors are on {inputs.query.device.type}, not the CPU"
     return native_library()[1]
-
-
-def use_native(inputs: Any, kernel: str | None = None) -> bool:
-    """Whether :func:`~posviz.observe.tiled.kernel.accumulate` takes the compiled CPU kernel for ``inputs``.
-
-    Parameters
-    ----------
-    inputs
-        One layer's :class:`~posviz.observe.tiled.kernel.AttentionInputs`.
-    kernel
-        ``auto``, ``torch``, ``triton`` or ``native`` (None: ``$POSVIZ_TILED_KERNEL``, else ``auto``).
-
-    Raises
-    ------
-    OptionError
-        ``native`` where the CPU kernel cannot run.
-    """
-    from posviz.observe.tiled.fused import KERNEL_ENV, kernel_choice
-
-    kernel = kernel_choice(kernel)
-    if kernel in ("torch", "triton"):
-        return False
-    why = why_not_native(inputs)
-    if kernel == "native" and why is not None:
-        raise OptionError(f"{KERNEL_ENV}=native: the compiled CPU kernel cannot run here: {why}", f"unset {KERNEL_ENV} (auto)")
-    if why is not None and inputs.bias is None and inputs.query.device.type == "cpu":
-        warnings.warn(f"the compiled CPU kernel of the attention statistics cannot be had ({why}): the PyTorch tiles, "
-                      "several times slower, compute them", UserWarning, stacklevel=2)
-    return why is None
 
 
 def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: int = MAP_SIZE,

@@ -1,16 +1,19 @@
 /* The tiled attention statistics of one head as a compiled CPU loop (see native.py; the same sums as kernel.py).
  *
- * For each tile of TQ queries, over the keys each query may see, in chunks of JC keys (the chunk of transposed keys,
- * d x JC floats, stays in the L1 cache while the tile's rows use it):
- *   A. the logits, once: the online softmax (each query's largest logit m and sum l of exp(s - m), rescaled when m
- *      grows) and, in the same shift, the sum of e * s (entropy) and the mass by distance bin; the exponentials e
- *      are kept for the tile (TQ x n floats at most) with the shift of their chunk;
- *   B. the weights a_ij = e_ij exp(shift - lse_i) into the row sums (mass, squares) and the sums over queries:
- *      attention received by each key (float within the tile), the diagonal sums (the offset profile), the map
- *      and the sink (double).
+ * For each tile of TQ queries, over the keys each query may see, in chunks of up to JC keys (the chunk of transposed
+ * keys, d x chunk floats, stays in the L1 cache while the tile's rows use it):
+ *   A. the logits, once, four rows at a time (each vector of keys loaded once for four queries): the online softmax
+ *      (each query's largest logit m and sum l of exp(s - m), rescaled when m grows) and, in the same shift, the sum
+ *      of e * s (entropy) and the mass by distance bin; the exponentials e are kept for the tile (TQ x n floats at
+ *      most) with the shift of their chunk;
+ *   B. the weights a_ij = e_ij exp(shift - lse_i) into the row sums (mass, squares), the diagonal sums (the offset
+ *      profile) and the attention received by each key, summed in float over the queries of one row of the map and
+ *      then added to the received sums and pooled into that row of the map (double).
  * Sums across tiles are double; logits and weights float (the precision of the model's own attention), as in the
- * PyTorch tiles. Keys outside the support are never visited (loop bounds), so no -inf enters the arithmetic (this
- * file is compiled with -ffast-math; the library is linked without it, see native.py).
+ * PyTorch tiles. The row mass, squares and diagonal sums are summed in double from the float weights: the positional
+ * share differences them, and float sums there are 1e-4 off for near-uniform heads. Keys outside the support are
+ * never visited (loop bounds), so no -inf enters the arithmetic (this file is compiled with -ffast-math; the library
+ * is linked without it, see native.py).
  */
 #include <math.h>
 #include <stdint.h>
@@ -18,7 +21,7 @@
 #include <string.h>
 
 #define TQ 32
-#define JC 256
+#define JC 512     /* keys per chunk at most: fewer where d x JC floats would not fit in 32 KiB (chunk_keys) */
 
 typedef struct {
     int64_t n, d, map;          /* positions, head dimension, side of the map (n: exact) */
@@ -48,37 +51,68 @@ typedef float v8f __attribute__((vector_size(32)));
 
 static inline v16f load16(const float *x) { v16f v; memcpy(&v, x, sizeof v); return v; }
 static inline v8f load8(const float *x) { v8f v; memcpy(&v, x, sizeof v); return v; }
+typedef int32_t v16i __attribute__((vector_size(64)));
 
-/* s[0 .. len) = cap(scale * q . k_j) for keys j0 .. j0 + len; kt is d x n (transposed keys). Sixty-four keys at a
- * time in four vector accumulators, so that the sums stay in registers across the head dimension. */
-static inline void logits(const Params *p, const float *restrict q, const float *restrict kt, int64_t j0, int64_t len,
-                          float *restrict s) {
+static inline v16f vmax(v16f a, v16f b) {
+    const v16i m = a > b;
+    return (v16f)(((v16i)a & m) | ((v16i)b & ~m));
+}
+
+/* The largest of x[0 .. len) (len >= 1), in four vector accumulators (one would wait on each maximum in turn). */
+static inline float largest(const float *restrict x, int64_t len) {
+    float top = x[0];
+    int64_t j = 0;
+    if (len >= 64) {
+        v16f a[4] = {load16(x), load16(x + 16), load16(x + 32), load16(x + 48)};
+        for (j = 64; j + 64 <= len; j += 64)
+            for (int u = 0; u < 4; u++) a[u] = vmax(a[u], load16(x + j + 16 * u));
+        const v16f b = vmax(vmax(a[0], a[1]), vmax(a[2], a[3]));
+        for (int u = 0; u < 16; u++) top = b[u] > top ? b[u] : top;
+    }
+    for (; j < len; j++) top = x[j] > top ? x[j] : top;
+    return top;
+}
+
+/* s[r * JC + t] = cap(q_r . k_(j0 + t)) for rows r < rows (at most 4, q already scaled) and keys j0 .. j0 + len;
+ * kt is d x n (transposed keys). Sixty-four keys of four rows at a time in sixteen vector accumulators: each
+ * vector of keys loaded once serves the four rows. */
+static inline void logits(const Params *p, const float *restrict q, int64_t rows, const float *restrict kt, int64_t j0,
+                          int64_t len, float *restrict s) {
     const int64_t n = p->n, d = p->d;
     int64_t j = 0;
-    for (; j + 64 <= len; j += 64) {
-        v16f a[4] = {{0}};
-        const float *restrict k = kt + j0 + j;
-        for (int64_t c = 0; c < d; c++, k += n) {
-            const float qc = q[c];
-            for (int u = 0; u < 4; u++) a[u] += qc * load16(k + 16 * u);
+    if (rows == 4) {
+        for (; j + 64 <= len; j += 64) {
+            v16f a[4][4] = {{{0}}};
+            const float *restrict k = kt + j0 + j;
+            for (int64_t c = 0; c < d; c++, k += n) {
+                const v16f k0 = load16(k), k1 = load16(k + 16), k2 = load16(k + 32), k3 = load16(k + 48);
+                for (int r = 0; r < 4; r++) {
+                    const float qc = q[r * d + c];
+                    a[r][0] += qc * k0; a[r][1] += qc * k1; a[r][2] += qc * k2; a[r][3] += qc * k3;
+                }
+            }
+            for (int r = 0; r < 4; r++) memcpy(s + r * JC + j, a[r], sizeof a[r]);
         }
-        memcpy(s + j, a, sizeof a);
     }
-    for (; j + 8 <= len; j += 8) {
-        v8f a = {0};
-        const float *restrict k = kt + j0 + j;
-        for (int64_t c = 0; c < d; c++, k += n) a += q[c] * load8(k);
-        memcpy(s + j, &a, sizeof a);
-    }
-    for (; j < len; j++) {
-        float t = 0.0f;
-        for (int64_t c = 0; c < d; c++) t += q[c] * kt[c * n + j0 + j];
-        s[j] = t;
-    }
-    for (j = 0; j < len; j++) s[j] *= p->scale;
-    if (p->softcap > 0.0f) {
-        const float c = p->softcap, inv = 1.0f / p->softcap;
-        for (j = 0; j < len; j++) s[j] = c * tanhf(s[j] * inv);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict qr = q + r * d;
+        float *restrict sr = s + r * JC;
+        int64_t t = j;
+        for (; t + 16 <= len; t += 16) {
+            v16f a = {0};
+            const float *restrict k = kt + j0 + t;
+            for (int64_t c = 0; c < d; c++, k += n) a += qr[c] * load16(k);
+            memcpy(sr + t, &a, sizeof a);
+        }
+        for (; t < len; t++) {
+            float v = 0.0f;
+            for (int64_t c = 0; c < d; c++) v += qr[c] * kt[c * n + j0 + t];
+            sr[t] = v;
+        }
+        if (p->softcap > 0.0f) {
+            const float cap = p->softcap, inv = 1.0f / p->softcap;
+            for (t = 0; t < len; t++) sr[t] = cap * tanhf(sr[t] * inv);
+        }
     }
 }
 
@@ -102,11 +136,19 @@ static int64_t span_of(const Params *p, const double *bd, double target) {
     return span < 0 ? 0 : (span > last ? last : span);
 }
 
-/* Add a[0 .. len) (keys j0 ..) of query i to its mass by distance bin. */
-static inline void add_bins(const Params *p, int64_t i, int64_t j0, int64_t len, const float *restrict a, double *restrict bd) {
+/* Add a[0 .. len) (keys j0 ..) of query i to its mass by distance bin; bins 0 .. exact - 1 hold one distance each. */
+static inline void add_bins(const Params *p, int64_t exact, int64_t i, int64_t j0, int64_t len, const float *restrict a,
+                            double *restrict bd) {
     int64_t j = j0, end = j0 + len;
     while (j < end) {
         int64_t dist = i >= j ? i - j : j - i;
+        if (dist < exact) {  /* the keys within `exact` of the query, in two straight loops */
+            const int64_t mid = i + 1 < end ? i + 1 : end, stop = i + exact < end ? i + exact : end;
+            for (int64_t x = j; x < mid; x++) bd[i - x] += a[x - j0];
+            for (int64_t x = mid > j ? mid : j; x < stop; x++) bd[x - i] += a[x - j0];
+            j = stop;
+            continue;
+        }
         int64_t b = p->bin_of[dist];
         int64_t stop;  /* first key past this bin's run */
         if (j <= i) {  /* distances fall as j rises: the bin ends where the distance drops below edges[b] */
@@ -123,42 +165,51 @@ static inline void add_bins(const Params *p, int64_t i, int64_t j0, int64_t len,
     }
 }
 
-/* Add a[0 .. len) (keys j0 ..) of query i to the map: exact, or pooled into map x map cells, cell c holding the keys
- * first[c] .. first[c + 1] - 1 (the keys j with j * map / n == c). */
-static inline void add_map(const Params *p, const int64_t *first, int64_t i, int64_t j0, int64_t len, const float *restrict a,
+/* Add a[0 .. len) (keys j0 ..) to row `row` of the map: exact, or pooled into map x map cells, cell c holding the
+ * keys first[c] .. first[c + 1] - 1 (the keys j with j * map / n == c). */
+static inline void add_map(const Params *p, const int64_t *first, int64_t row, int64_t j0, int64_t len, const float *restrict a,
                            double *restrict map) {
     const int64_t m = p->map, n = p->n;
+    double *restrict cells = map + row * m;
     if (m == n) {
-        double *restrict row = map + i * n + j0;
-        for (int64_t j = 0; j < len; j++) row[j] += a[j];
+        for (int64_t j = 0; j < len; j++) cells[j0 + j] += a[j];
         return;
     }
-    double *restrict row = map + (i * m / n) * m;
     int64_t c = j0 * m / n, j = j0;
     const int64_t end = j0 + len;
     while (j < end) {
         const int64_t stop = first[c + 1] < end ? first[c + 1] : end;
         double t = 0.0;
         for (int64_t x = j; x < stop; x++) t += a[x - j0];
-        row[c++] += t;
+        cells[c++] += t;
         j = stop;
     }
 }
 
+/* Keys per chunk: as many as keep a chunk of transposed keys (d x keys floats) within 32 KiB of the L1 cache, in
+ * multiples of 64 (the four-row logits), 64 to JC. */
+static int64_t chunk_keys(int64_t d) {
+    int64_t keys = (8192 / (d > 0 ? d : 1)) / 64 * 64;
+    return keys < 64 ? 64 : (keys > JC ? JC : keys);
+}
+
 /* One block of one head: q is n x d, kt is d x n; adds into `out`. Returns 0, or -1 when memory ran out. */
 int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sums *out) {
-    const int64_t n = p->n, d = p->d, bins = p->bins, chunks = (n + JC - 1) / JC;
-    float *s = malloc(sizeof(float) * JC), *e = malloc(sizeof(float) * (size_t)(TQ * n));
+    const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), chunks = (n + jc - 1) / jc, mside = p->map;
+    float *s = malloc(sizeof(float) * 4 * JC), *e = malloc(sizeof(float) * (size_t)(TQ * n));
     float *shift = malloc(sizeof(float) * (size_t)(TQ * chunks));
-    float *received = malloc(sizeof(float) * (size_t)n);
+    float *seg = malloc(sizeof(float) * (size_t)n);            /* attention received in one map row's queries */
     double *diag = malloc(sizeof(double) * (size_t)(n + TQ));
+    float *qs = malloc(sizeof(float) * (size_t)(TQ * d));
     double *bd = malloc(sizeof(double) * (size_t)(TQ * bins));
-    int64_t *first = malloc(sizeof(int64_t) * (size_t)(p->map + 1));
-    if (!s || !e || !shift || !received || !diag || !bd || !first) {
-        free(s); free(e); free(shift); free(received); free(diag); free(bd); free(first);
+    int64_t *first = malloc(sizeof(int64_t) * (size_t)(mside + 1));
+    if (!s || !e || !shift || !seg || !diag || !qs || !bd || !first) {
+        free(s); free(e); free(shift); free(seg); free(diag); free(qs); free(bd); free(first);
         return -1;
     }
-    for (int64_t c = 0; c <= p->map; c++) first[c] = (c * n + p->map - 1) / p->map;  /* ceil(c n / map) */
+    for (int64_t c = 0; c <= mside; c++) first[c] = (c * n + mside - 1) / mside;  /* ceil(c n / map) */
+    int64_t exact = 0;  /* the leading bins of one distance each (bin d holds distance d) */
+    while (exact < bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
     double m[TQ], l[TQ], w[TQ], lse[TQ], mass[TQ], sq[TQ];
     int seen[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
@@ -170,72 +221,95 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         }
         const int64_t width = jhi - jlo;
         for (int64_t r = 0; r < rows; r++) { seen[r] = 0; l[r] = w[r] = mass[r] = sq[r] = 0.0; }
+        for (int64_t t = 0; t < rows * d; t++) qs[t] = q[i0 * d + t] * p->scale;
         memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
         /* A: the logits, once */
-        for (int64_t c0 = jlo; c0 < jhi; c0 += JC) {
-            const int64_t c1 = c0 + JC < jhi ? c0 + JC : jhi, ci = (c0 - jlo) / JC;
-            for (int64_t r = 0; r < rows; r++) {
-                const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
-                if (j1 <= j0) continue;
-                const int64_t len = j1 - j0;
-                double *restrict row_bins = bd + r * bins;
-                logits(p, q + i * d, kt, j0, len, s);
-                float top = s[0];
-                for (int64_t j = 1; j < len; j++) top = s[j] > top ? s[j] : top;
-                if (!seen[r]) {
-                    m[r] = top;
-                    seen[r] = 1;
-                } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
-                    const double f = exp(m[r] - (double)top);
-                    l[r] *= f; w[r] *= f;
-                    for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
-                    m[r] = top;
+        for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
+            const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi, ci = (c0 - jlo) / jc;
+            for (int64_t g = 0; g < rows; g += 4) {
+                const int64_t grows = rows - g < 4 ? rows - g : 4;
+                int64_t gj0 = c1, gj1 = c0;  /* the keys of this chunk that any row of the group sees */
+                for (int64_t r = g; r < g + grows; r++) {
+                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+                    if (j1 > j0) { gj0 = j0 < gj0 ? j0 : gj0; gj1 = j1 > gj1 ? j1 : gj1; }
                 }
-                const float at = (float)m[r];
-                float *restrict ev = e + r * width + (j0 - jlo);
-                float tl = 0.0f, tw = 0.0f;
-                for (int64_t j = 0; j < len; j++) {
-                    const float x = expf(s[j] - at);
-                    ev[j] = x;
-                    tl += x;
-                    tw += x * s[j];
+                if (gj1 <= gj0) continue;
+                logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
+                for (int64_t r = g; r < g + grows; r++) {
+                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+                    if (j1 <= j0) continue;
+                    const int64_t len = j1 - j0;
+                    const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
+                    double *restrict row_bins = bd + r * bins;
+                    const float top = largest(sr, len);
+                    if (!seen[r]) {
+                        m[r] = top;
+                        seen[r] = 1;
+                    } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
+                        const double f = exp(m[r] - (double)top);
+                        l[r] *= f; w[r] *= f;
+                        for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
+                        m[r] = top;
+                    }
+                    const float at = (float)m[r];
+                    float *restrict ev = e + r * width + (j0 - jlo);
+                    float tl = 0.0f, tw = 0.0f;
+                    for (int64_t j = 0; j < len; j++) {
+                        const float x = expf(sr[j] - at);
+                        ev[j] = x;
+                        tl += x;
+                        tw += x * sr[j];
+                    }
+                    l[r] += tl; w[r] += tw;
+                    shift[r * chunks + ci] = at;
+                    add_bins(p, exact, i, j0, len, ev, row_bins);
                 }
-                l[r] += tl; w[r] += tw;
-                shift[r * chunks + ci] = at;
-                add_bins(p, i, j0, len, ev, row_bins);
             }
         }
-        /* B: the weights into the sums over queries */
+        /* B: the weights into the sums over queries. Attention received is summed in float over the queries of one
+         * row of the map (a segment), then added to the received sums and pooled into that map row (double). */
         const int64_t k0 = jlo - (i1 - 1);  /* the tile's lowest offset j - i */
-        memset(received + jlo, 0, sizeof(float) * (size_t)width);
         memset(diag, 0, sizeof(double) * (size_t)(width + rows));
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t i = i0 + r;
+        int64_t seg_row = -1, seg_lo = n, seg_hi = 0;
+        for (int64_t r = 0; r <= rows; r++) {
+            const int64_t i = i0 + r, row = r < rows ? i * mside / n : -2;
+            if (row != seg_row) {  /* flush the segment */
+                if (seg_row >= 0 && seg_hi > seg_lo) {
+                    for (int64_t j = seg_lo; j < seg_hi; j++) out->received[j] += seg[j];
+                    add_map(p, first, seg_row, seg_lo, seg_hi - seg_lo, seg + seg_lo, out->map);
+                }
+                if (r == rows) break;
+                seg_row = row;
+                seg_lo = n; seg_hi = 0;
+            }
             lse[r] = m[r] + log(l[r]);
-            for (int64_t c0 = jlo; c0 < jhi; c0 += JC) {
-                const int64_t c1 = c0 + JC < jhi ? c0 + JC : jhi, ci = (c0 - jlo) / JC;
-                const int64_t j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+            const int64_t lo = lo_key(p, i), hi = hi_key(p, i);
+            if (hi > lo) {  /* widen the segment, zeroing what it newly covers */
+                if (seg_hi <= seg_lo) { memset(seg + lo, 0, sizeof(float) * (size_t)(hi - lo)); seg_lo = lo; seg_hi = hi; }
+                if (lo < seg_lo) { memset(seg + lo, 0, sizeof(float) * (size_t)(seg_lo - lo)); seg_lo = lo; }
+                if (hi > seg_hi) { memset(seg + seg_hi, 0, sizeof(float) * (size_t)(hi - seg_hi)); seg_hi = hi; }
+            }
+            for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
+                const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi, ci = (c0 - jlo) / jc;
+                const int64_t j0 = lo > c0 ? lo : c0, j1 = hi < c1 ? hi : c1;
                 if (j1 <= j0) continue;
                 const int64_t len = j1 - j0;
                 const float f = (float)exp((double)shift[r * chunks + ci] - lse[r]);
                 const float *restrict ev = e + r * width + (j0 - jlo);
-                float *restrict rec = received + j0;
+                float *restrict rec = seg + j0;
                 double *restrict dg = diag + (j0 - i - k0);
                 double tm = 0.0, ts = 0.0;
                 for (int64_t j = 0; j < len; j++) {
                     const float a = ev[j] * f;
-                    s[j] = a;
                     rec[j] += a;
                     dg[j] += a;
                     tm += a;
                     ts += (double)a * (double)a;
                 }
                 mass[r] += tm; sq[r] += ts;
-                if (j0 == 0 && i >= 1) out->sink[0] += s[0];
-                add_map(p, first, i, j0, len, s, out->map);
+                if (j0 == 0 && i >= 1) out->sink[0] += ev[0] * f;
             }
         }
-        for (int64_t j = jlo; j < jhi; j++) out->received[j] += received[j];
         for (int64_t t = 0; t < width + rows - 1; t++) out->offsets[k0 + n - 1 + t] += diag[t];
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = i0 + r;
@@ -255,6 +329,6 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             }
         }
     }
-    free(s); free(e); free(shift); free(received); free(diag); free(bd); free(first);
+    free(s); free(e); free(shift); free(seg); free(diag); free(qs); free(bd); free(first);
     return 0;
 }
