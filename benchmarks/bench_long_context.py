@@ -10,8 +10,9 @@ runs one block of ``n`` random tokens three ways, each in a fresh process so tha
 * ``eager``: ``output_attentions=True`` with eager attention, what ``--exact-maps`` and every tool without tiles
   need; only where its maps fit (``--eager-max``).
 
-Each row gives wall time and peak memory (CPU: the process's own peak RSS, VmHWM; CUDA: ``torch.cuda.max_memory_allocated``; CPU: VmHWM)
-and the ratio of tiled to plain. ``--check`` first compares tiled statistics with the eager maps at n = 512 on the
+Each row gives wall time and peak memory (CPU: the process's own peak RSS, VmHWM; CUDA:
+``torch.cuda.max_memory_allocated``) and the ratio of tiled to plain. With ``--repeats R`` each mode runs R times,
+the modes alternately, and a row gives the median time and the largest peak. ``--check`` first compares tiled statistics with the eager maps at n = 512 on the
 chosen device (1e-5), and the chosen kernel with the PyTorch tiles. ``--kernel`` picks the tiles' kernel
 (``POSVIZ_TILED_KERNEL``: ``auto`` takes the fused kernel on a CUDA device with Triton and the compiled C kernel on
 the CPU where a C compiler works, ``torch`` the PyTorch tiles, ``triton`` the fused kernel or an error, ``native``
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager-max", type=int, default=4096, help="largest n at which the eager mode runs")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--kernel", choices=("auto", "torch", "triton", "native"), default="auto", help="the tiles' kernel (POSVIZ_TILED_KERNEL)")
+    ap.add_argument("--repeats", type=int, default=1, help="processes per mode and size, alternately; the median time is shown")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -176,18 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |")
     print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
-        row = {}
-        for mode in ("plain", "tiled", "eager"):
-            if mode == "eager" and n > args.eager_max:
-                continue
-            cmd = [sys.executable, __file__, "--one", mode, str(n), "--device", args.device, "--dtype", args.dtype, "--shape", args.shape,
-                   "--layers", args.layers, "--tile", str(args.tile)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                row[mode] = None
-                print(f"({mode} at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
-                continue
-            row[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+        runs: dict[str, list[dict]] = {}
+        for _ in range(args.repeats):  # the modes alternately, so that a busy spell falls on each
+            for mode in ("plain", "tiled", "eager"):
+                if mode == "eager" and n > args.eager_max:
+                    continue
+                cmd = [sys.executable, __file__, "--one", mode, str(n), "--device", args.device, "--dtype", args.dtype, "--shape",
+                       args.shape, "--layers", args.layers, "--tile", str(args.tile)]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"({mode} at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
+                    continue
+                runs.setdefault(mode, []).append(json.loads(r.stdout.strip().splitlines()[-1]))
+        row = {mode: {"wall_s": statistics.median(x["wall_s"] for x in got), "peak_bytes": max(x["peak_bytes"] for x in got)}
+               for mode, got in runs.items()}
+        row.update({mode: None for mode in ("plain", "tiled") if mode not in row})
         cell = {m: (f"{v['wall_s']:.2f}", f"{v['peak_bytes'] / 2**30:.2f}") if v else ("n/a", "n/a") for m, v in row.items()}
         eager = cell.get("eager", ("not run", "not run"))
         ratio = f"{row['tiled']['wall_s'] / row['plain']['wall_s']:.1f}" if row.get("tiled") and row.get("plain") else "n/a"
