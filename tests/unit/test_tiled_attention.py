@@ -163,3 +163,16 @@ def test_the_sink_rate_counts_heads_over_epsilon_and_received_buckets_average_po
     starts, curve = st.received_profile(points=7)
     assert curve.shape == (4, 7) and starts[0] == 0
     np.testing.assert_allclose(curve[:, 0], st.received[:, starts[0]:starts[1]].mean(-1))
+
+
+@pytest.mark.parametrize(("n", "causal", "window", "m"), [(100, True, None, 7), (300, False, 40, 64), (513, True, 17, 512),
+                                                         (77, False, None, 77), (1000, True, 300, 16), (5, True, None, 512)])
+def test_block_counts_are_the_mask_summed_over_each_cell(n, causal, window, m):
+    """The closed form (overlaps of key runs with key blocks) against the dense mask summed cell by cell."""
+    support = Support(n, causal, window)
+    block = (np.arange(n) * m) // n
+    expected = np.zeros((m, m))
+    np.add.at(expected, (block[:, None], block[None, :]), support.dense().astype(float))
+    counts = support.block_counts(m)
+    np.testing.assert_array_equal(counts, expected)
+    assert counts.sum() == support.size() and not counts.flags.writeable

@@ -11,6 +11,7 @@ only when a tile of logits is (:meth:`Support.tile`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,12 +79,17 @@ class Support:
         lo, hi, keep = self._row_ranges()
         return np.where(keep, prefix[..., hi] - prefix[..., lo], 0.0)
 
-    def keys_seen(self) -> np.ndarray:
-        """``(n,)``: how many keys each query sees."""
+    def key_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(n,)`` ints ``first, stop``: query ``i`` sees the keys ``first[i] … stop[i] - 1`` (always one run)."""
         i = np.arange(self.n)
         first = np.zeros(self.n, dtype=int) if self.window is None else np.maximum(0, i - self.window + 1)
         last = i if self.causal else (np.full(self.n, self.n - 1) if self.window is None else np.minimum(self.n - 1, i + self.window - 1))
-        return (last - first + 1).astype(float)
+        return first, last + 1
+
+    def keys_seen(self) -> np.ndarray:
+        """``(n,)``: how many keys each query sees."""
+        first, stop = self.key_ranges()
+        return (stop - first).astype(float)
 
     def queries_seeing(self) -> np.ndarray:
         """``(n,)``: how many queries see each key."""
@@ -99,17 +105,11 @@ class Support:
     def block_counts(self, m: int) -> np.ndarray:
         """``(m, m)``: the support entries in each cell of an ``m x m`` grid of position blocks (``i`` in block ``i * m // n``).
 
-        Counted a slab of rows at a time (at most 2**20 entries at once), so any ``n`` fits.
+        Each query's keys are one run, so its count in a block of keys is the overlap of two ranges: O(n m) work, a
+        slab of rows at a time (at most 2**22 numbers at once), never a tile of the mask. Read-only; cached per support
+        and ``m`` (every layer of a pass asks for the same counts).
         """
-        n = self.n
-        block = (np.arange(n) * m) // n
-        starts = np.searchsorted(block, np.arange(m))
-        counts = np.zeros((m, m))
-        slab = max(1, 2**20 // n)
-        for i0 in range(0, n, slab):
-            rows = self.tile(i0, min(n, i0 + slab), 0, n).astype(float)
-            np.add.at(counts, block[i0 : i0 + rows.shape[0]], np.add.reduceat(rows, starts, axis=1))
-        return counts
+        return _block_counts(self, m)
 
     def dense(self) -> np.ndarray:
         """``(n, n)`` bool: the whole mask (for tests and for maps small enough to hold)."""
@@ -134,3 +134,23 @@ class Support:
         if self.window is not None and (highest <= -self.window or lowest >= self.window):
             return False
         return True
+
+
+@functools.lru_cache(maxsize=8)
+def _block_counts(support: Support, m: int) -> np.ndarray:
+    n = support.n
+    block = (np.arange(n) * m) // n
+    starts = np.searchsorted(block, np.arange(m + 1))  # key (and query) block c holds positions starts[c] … starts[c + 1] - 1
+    first, stop = support.key_ranges()
+    counts = np.zeros((m, m))
+    per_slab = max(1, 2**22 // max(1, m * -(-n // m)))  # row blocks per slab
+    for a0 in range(0, m, per_slab):
+        a1 = min(m, a0 + per_slab)
+        i0, i1 = starts[a0], starts[a1]
+        if i1 == i0:
+            continue  # blocks with no rows (m > n)
+        overlap = np.minimum(stop[i0:i1, None], starts[None, 1:]) - np.maximum(first[i0:i1, None], starts[None, :-1])
+        rows = np.unique(block[i0:i1])
+        counts[rows] = np.add.reduceat(np.maximum(overlap, 0), starts[rows] - i0, axis=0)
+    counts.setflags(write=False)
+    return counts
