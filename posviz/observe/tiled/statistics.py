@@ -153,7 +153,7 @@ def _positional_shares(s: dict, support: Support) -> tuple[np.ndarray, np.ndarra
 def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The mean map (exact, or each cell the mean of the support entries of its block of positions, 0 where it has
     none), and its Toeplitzness (full, off-diagonal) with their row-shuffle nulls."""
-    from posviz.observe.statistics import masked_toeplitzness, toeplitz_null_mean
+    from posviz.observe.statistics import _null_mean_inside, _toeplitzness_inside
 
     m = grid.shape[-1]
     if exact:
@@ -161,8 +161,11 @@ def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int)
     else:  # each cell: the mean of the support entries of its block of positions
         dense_counts = support.block_counts(m)
         mask = dense_counts > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(mask, grid / (b * np.maximum(dense_counts, 1.0)), 0.0)
+        mean = grid / (b * np.maximum(dense_counts, 1.0))
+    # the sums hold nothing outside the support, so `mean` is already zero outside `mask` (no masked copy needed)
     off = mask & ~np.eye(m, dtype=bool)
+    mean_off = mean.copy()
+    mean_off[..., np.arange(m), np.arange(m)] = 0.0
     return mean, tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (
-        masked_toeplitzness(mean, mask), masked_toeplitzness(mean, off), toeplitz_null_mean(mean, mask), toeplitz_null_mean(mean, off)))
+        _toeplitzness_inside(mean, mask), _toeplitzness_inside(mean_off, off), _null_mean_inside(mean, mask),
+        _null_mean_inside(mean_off, off)))
