@@ -33,6 +33,7 @@ def _load_gallery():
 
 
 gallery = _load_gallery()
+text = load_script(ROOT / "scripts" / "gallery_text.py", "posviz_gallery_text")  # the comparisons of shipped text
 COMMITTED = gallery.committed_root()
 MANIFEST = gallery.load_manifest(COMMITTED)
 
@@ -160,19 +161,19 @@ def test_adopt_records_files_made_elsewhere_with_the_dependencies_of_the_commit_
     ("nan", "0.5", False),
 ])
 def test_printed_numbers_agree_by_the_stated_policy(a, b, agree):
-    assert gallery.numbers_agree(a, b) is agree and gallery.numbers_agree(b, a) is agree
+    assert text.numbers_agree(a, b) is agree and text.numbers_agree(b, a) is agree
 
 
 def test_texts_and_json_are_compared_number_by_number():
-    assert gallery.text_differs("R2 0.4742 over 256 blocks\n", "R2 0.4743 over 256 blocks") is None
-    assert gallery.text_differs("R2 0.4742 over 256 blocks", "R2 0.4742 over 257 blocks").startswith("line 1")
-    assert gallery.text_differs("R2 0.4742 of MiniLM", "R2 0.4742 of BERT").startswith("line 1")
-    assert gallery.text_differs("a\nb", "a").endswith("2 lines != 1 lines")
-    assert gallery.json_differences('{"r2": 0.4742200124791086, "n": 3}', '{"r2": 0.4742200124791087, "n": 3}') == []
+    assert text.text_differs("R2 0.4742 over 256 blocks\n", "R2 0.4743 over 256 blocks") is None
+    assert text.text_differs("R2 0.4742 over 256 blocks", "R2 0.4742 over 257 blocks").startswith("line 1")
+    assert text.text_differs("R2 0.4742 of MiniLM", "R2 0.4742 of BERT").startswith("line 1")
+    assert text.text_differs("a\nb", "a").endswith("2 lines != 1 lines")
+    assert text.json_differences('{"r2": 0.4742200124791086, "n": 3}', '{"r2": 0.4742200124791087, "n": 3}') == []
     # JSON is written in full: a short float has no rounding slack there
-    assert gallery.json_differences('{"accuracy": 49.95}', '{"accuracy": 50.0}') == [".accuracy: 49.95 != 50.0"]
-    assert gallery.json_differences('{"n": 3}', '{"n": 4}') == [".n: 3 != 4"]
-    assert gallery.json_differences('{"a": [1, "x"]}', '{"a": [1, "y"]}') == [".a[1]: 'x' != 'y'"]
+    assert text.json_differences('{"accuracy": 49.95}', '{"accuracy": 50.0}') == [".accuracy: 49.95 != 50.0"]
+    assert text.json_differences('{"n": 3}', '{"n": 4}') == [".n: 3 != 4"]
+    assert text.json_differences('{"a": [1, "x"]}', '{"a": [1, "y"]}') == [".a[1]: 'x' != 'y'"]
 
 
 # --- the quick outputs, remade here -----------------------------------------------------------------------------
@@ -190,7 +191,7 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 def assert_same_output(remade: Path, shipped: Path, same_renderer: str | None = None) -> None:
     """``remade`` shows what ``shipped`` shows: text and JSON number by number (the gallery's float policy,
-    ``gallery.numbers_agree``), PDF pages' text, PNG pixels.
+    ``text.numbers_agree``), PDF pages' text, PNG pixels.
 
     ``same_renderer`` is None when the files were drawn by the matplotlib and pypdfium2 releases running here;
     otherwise it says which drew them. Then a PDF page's numbers must still agree, but its other text (glyphs of
@@ -198,10 +199,10 @@ def assert_same_output(remade: Path, shipped: Path, same_renderer: str | None = 
     """
     suffix = shipped.suffix
     if suffix in (".txt", ".md", ".csv"):
-        why = gallery.text_differs(remade.read_text(encoding="utf-8"), shipped.read_text(encoding="utf-8"))
+        why = text.text_differs(remade.read_text(encoding="utf-8"), shipped.read_text(encoding="utf-8"))
         assert why is None, f"{shipped}: {why}"
     elif suffix == ".json":
-        differences = gallery.json_differences(remade.read_text(encoding="utf-8"), shipped.read_text(encoding="utf-8"))
+        differences = text.json_differences(remade.read_text(encoding="utf-8"), shipped.read_text(encoding="utf-8"))
         assert not differences, f"{shipped}: " + "; ".join(differences[:5])
     elif suffix == ".pdf":
         from pypdf import PdfReader
@@ -210,11 +211,11 @@ def assert_same_output(remade: Path, shipped: Path, same_renderer: str | None = 
         assert len(new.pages) == len(old.pages), shipped
         for i, (a, b) in enumerate(zip(new.pages, old.pages, strict=True)):
             if same_renderer is None:
-                why = gallery.text_differs(a.extract_text(), b.extract_text())
+                why = text.text_differs(a.extract_text(), b.extract_text())
                 assert why is None, f"{shipped}, page {i + 1}: {why}"
             else:
                 new, old = _NUMBER.findall(a.extract_text()), _NUMBER.findall(b.extract_text())
-                assert len(new) == len(old) and all(map(gallery.numbers_agree, new, old)), f"{shipped}, page {i + 1}"
+                assert len(new) == len(old) and all(map(text.numbers_agree, new, old)), f"{shipped}, page {i + 1}"
     elif suffix == ".png":
         if same_renderer is not None:
             pytest.skip(f"{shipped.name}: pixels not compared: {same_renderer}")
