@@ -33,6 +33,7 @@ def _load_gallery():
 
 
 gallery = _load_gallery()
+recipes = sys.modules["gallery_recipes"]  # the recipes, their groups of sources and their remakes (imported by gallery)
 text = load_script(ROOT / "scripts" / "gallery_text.py", "posviz_gallery_text")  # the comparisons of shipped text
 COMMITTED = gallery.committed_root()
 MANIFEST = gallery.load_manifest(COMMITTED)
@@ -74,7 +75,7 @@ def test_a_changed_dependency_names_the_stale_files_and_the_command_that_remakes
 def test_every_module_of_the_corpus_passes_is_a_dependency_of_its_recipes():
     # recipes depend on posviz attention's half of posviz/observe or on posviz hidden's; a new module (or C source of
     # a compiled kernel) in neither would change shipped numbers without making them stale
-    listed = set(gallery.expand(gallery.OBSERVE_ATTENTION)) | set(gallery.expand(gallery.OBSERVE_HIDDEN))
+    listed = set(gallery.expand(recipes.OBSERVE_ATTENTION)) | set(gallery.expand(recipes.OBSERVE_HIDDEN))
     assert set(gallery.expand(["posviz/observe/**/*.py", "posviz/observe/**/*.c"])) == listed
     assert "posviz/observe/tiled/native_kernel.c" in listed
 
@@ -241,7 +242,7 @@ def renderer_differs(recipe: str) -> str | None:
 @pytest.fixture(scope="module")
 def demo_remade(tmp_path_factory) -> Path:
     epoch = MANIFEST["outputs"]["minilm-demo"]["source_date_epoch"]
-    return made_once(tmp_path_factory, "minilm-demo", lambda out: gallery.make_minilm_demo(out, epoch))
+    return made_once(tmp_path_factory, "minilm-demo", lambda out: recipes.make_minilm_demo(out, epoch))
 
 
 @pytest.mark.parametrize("shipped", gallery.expand(gallery.BY_NAME["minilm-demo"].files, COMMITTED))
@@ -267,7 +268,7 @@ def test_the_table3_tables_are_what_todays_code_makes(tables_remade, shipped):
 def tstl_remade(tmp_path_factory) -> Path:
     """The train-short-test-long tables from the committed per-run results, written to a scratch folder."""
     def make(out: Path) -> None:
-        shutil.copytree(COMMITTED / gallery.TSTL / "runs", out / "runs")
+        shutil.copytree(COMMITTED / recipes.TSTL / "runs", out / "runs")
         subprocess.run([sys.executable, "scripts/train_short_test_long.py", "--phase", "tabulate", "--results", str(out)],
                        cwd=ROOT, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
 
@@ -346,10 +347,10 @@ def test_remaking_the_length_generalisation_runs_replaces_every_shipped_record(t
                 (runs / f"{task}-x-s{seed}.json").write_text("{}")
 
     root = tmp_path / "root"
-    (root / gallery.LG / "runs").mkdir(parents=True)
-    monkeypatch.setattr(gallery, "ROOT", root)
-    monkeypatch.setattr(gallery, "python", fake_python)
-    gallery.make_lg_runs(tmp_path / "work")
-    shipped = {(p.name.split("-")[0], int(p.stem.rsplit("-s", 1)[1])) for p in (COMMITTED / gallery.LG / "runs").glob("*.json")}
-    assert shipped and json.loads((root / gallery.LG / "experiment.json").read_text()) == {}
+    (root / recipes.LG / "runs").mkdir(parents=True)
+    monkeypatch.setattr(recipes, "ROOT", root)
+    monkeypatch.setattr(recipes, "python", fake_python)
+    recipes.make_lg_runs(tmp_path / "work")
+    shipped = {(p.name.split("-")[0], int(p.stem.rsplit("-s", 1)[1])) for p in (COMMITTED / recipes.LG / "runs").glob("*.json")}
+    assert shipped and json.loads((root / recipes.LG / "experiment.json").read_text()) == {}
     assert shipped <= made, f"a remake would lose {sorted(shipped - made)}"
