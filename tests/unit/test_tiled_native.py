@@ -185,3 +185,18 @@ def test_a_compiler_that_hangs_is_given_up_after_the_timeout(tmp_path, monkeypat
     monkeypatch.setenv("CC", str(cc))
     monkeypatch.setattr(native, "COMPILE_TIMEOUT", 1)
     assert native_library() == (None, f"{cc} took more than 1 s")
+
+
+def test_a_compiler_command_that_is_not_a_command_line_is_named(monkeypatch, fresh_library):
+    monkeypatch.setenv("CC", "gcc '-O2")  # an unbalanced quote
+    assert native_library() == (None, "$CC is not a command line: No closing quotation")
+
+
+def test_a_compiler_that_cannot_run_says_why(tmp_path, monkeypatch, fresh_library):
+    """A compiler that answers ``--version`` and is gone when the kernel is compiled: one line, no exception."""
+    cc = tmp_path / "vanishing-cc"
+    cc.write_text('#!/bin/sh\nrm -f "$0"\necho vanishing-cc 1.0\n')
+    cc.chmod(cc.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CC", str(cc))
+    lib, why = native_library()
+    assert lib is None and why.startswith(f"{cc} cannot run: ") and "No such file" in why

@@ -81,6 +81,8 @@ def _compile(cc: list[str], target: Path) -> str | None:
                     r = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
                 except subprocess.TimeoutExpired:
                     return f"{shlex.join(cc)} took more than {COMPILE_TIMEOUT} s"
+                except OSError as err:  # found on PATH but not runnable
+                    return f"{shlex.join(cc)} cannot run: {err}"
                 if r.returncode != 0:
                     last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
                     break
@@ -102,7 +104,10 @@ def native_library() -> tuple[Any, str | None]:
     """
     from posviz.util.paths import cache_dir
 
-    cc = shlex.split(os.environ.get("CC") or "cc") or ["cc"]
+    try:
+        cc = shlex.split(os.environ.get("CC") or "cc") or ["cc"]
+    except ValueError as err:  # an unbalanced quote
+        return None, f"$CC is not a command line: {err}"
     if shutil.which(cc[0]) is None:
         return None, f"no C compiler ({cc[0]}) on PATH"
     try:
