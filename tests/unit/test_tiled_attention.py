@@ -166,9 +166,10 @@ def test_the_sink_rate_counts_heads_over_epsilon_and_received_buckets_average_po
 
 
 @pytest.mark.parametrize(("n", "causal", "window", "m"), [(100, True, None, 7), (300, False, 40, 64), (513, True, 17, 512),
-                                                         (77, False, None, 77), (1000, True, 300, 16), (5, True, None, 512)])
+                                                         (77, False, None, 77), (1000, True, 300, 16), (5, True, None, 512),
+                                                         (64, False, 200, 9), (70, True, 3, 300), (1, True, None, 4)])
 def test_block_counts_are_the_mask_summed_over_each_cell(n, causal, window, m):
-    """The closed form (overlaps of key runs with key blocks) against the dense mask summed cell by cell."""
+    """The closed form (a band of diagonals counted from each cell's corners) against the dense mask summed cell by cell."""
     support = Support(n, causal, window)
     block = (np.arange(n) * m) // n
     expected = np.zeros((m, m))

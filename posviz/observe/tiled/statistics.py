@@ -163,9 +163,10 @@ def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int)
         mask = dense_counts > 0
         mean = grid / (b * np.maximum(dense_counts, 1.0))
     # the sums hold nothing outside the support, so `mean` is already zero outside `mask` (no masked copy needed)
-    off = mask & ~np.eye(m, dtype=bool)
-    mean_off = mean.copy()
-    mean_off[..., np.arange(m), np.arange(m)] = 0.0
-    return mean, tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (
-        _toeplitzness_inside(mean, mask), _toeplitzness_inside(mean_off, off), _null_mean_inside(mean, mask),
-        _null_mean_inside(mean_off, off)))
+    off, idx = mask & ~np.eye(m, dtype=bool), np.arange(m)
+    full = (_toeplitzness_inside(mean, mask), _null_mean_inside(mean, mask))
+    diagonal = mean[..., idx, idx].copy()
+    mean[..., idx, idx] = 0.0  # the off-diagonal scores from the same array (a copy of heads x m x m costs more)
+    offdiag = (_toeplitzness_inside(mean, off), _null_mean_inside(mean, off))
+    mean[..., idx, idx] = diagonal
+    return mean, tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (full[0], offdiag[0], full[1], offdiag[1]))

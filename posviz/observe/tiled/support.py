@@ -105,9 +105,9 @@ class Support:
     def block_counts(self, m: int) -> np.ndarray:
         """``(m, m)``: the support entries in each cell of an ``m x m`` grid of position blocks (``i`` in block ``i * m // n``).
 
-        Each query's keys are one run, so its count in a block of keys is the overlap of two ranges: O(n m) work, a
-        slab of rows at a time (at most 2**22 numbers at once), never a tile of the mask. Read-only; cached per support
-        and ``m`` (every layer of a pass asks for the same counts).
+        The support is a band of diagonals, so each cell's count is a closed form in the cell's corners: O(m**2) work
+        whatever ``n``, never a tile of the mask. Read-only; cached per support and ``m`` (every layer of a pass asks
+        for the same counts).
         """
         return _block_counts(self, m)
 
@@ -136,21 +136,35 @@ class Support:
         return True
 
 
+def _ramp(p: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum(max(0, i + b) for i in range(p))``, elementwise (ints)."""
+    first = np.clip(1 - b, 0, p)  # the first i whose term is positive (p: none is)
+    terms = p - first
+    return terms * (first + b + p - 1 + b) // 2  # an arithmetic series: its terms times the mean of the ends
+
+
+def _pairs_below(p: np.ndarray, q: np.ndarray, u: int) -> np.ndarray:
+    """How many ``(i, j)`` with ``0 <= i < p``, ``0 <= j < q`` have ``j - i <= u``, elementwise (ints).
+
+    Row ``i`` holds ``clip(i + u + 1, 0, q)`` of them, and ``clip(x, 0, q) = max(0, x) - max(0, x - q)``.
+    """
+    return _ramp(p, np.full_like(p, u + 1)) - _ramp(p, u + 1 - q)
+
+
 @functools.lru_cache(maxsize=8)
 def _block_counts(support: Support, m: int) -> np.ndarray:
+    # The support is the band lo <= j - i <= hi of the n x n square; the entries of a cell A x C of the grid with
+    # j - i <= u come from four corner counts (inclusion-exclusion), each a sum of clipped linear terms in closed form.
     n = support.n
-    block = (np.arange(n) * m) // n
-    starts = np.searchsorted(block, np.arange(m + 1))  # key (and query) block c holds positions starts[c] … starts[c + 1] - 1
-    first, stop = support.key_ranges()
-    counts = np.zeros((m, m))
-    per_slab = max(1, 2**22 // max(1, m * -(-n // m)))  # row blocks per slab
-    for a0 in range(0, m, per_slab):
-        a1 = min(m, a0 + per_slab)
-        i0, i1 = starts[a0], starts[a1]
-        if i1 == i0:
-            continue  # blocks with no rows (m > n)
-        overlap = np.minimum(stop[i0:i1, None], starts[None, 1:]) - np.maximum(first[i0:i1, None], starts[None, :-1])
-        rows = np.unique(block[i0:i1])
-        counts[rows] = np.add.reduceat(np.maximum(overlap, 0), starts[rows] - i0, axis=0)
+    starts = np.searchsorted((np.arange(n) * m) // n, np.arange(m + 1)).astype(np.int64)  # block c: starts[c] … starts[c + 1] - 1
+    hi = 0 if support.causal else (n - 1 if support.window is None else min(n - 1, support.window - 1))
+    lo = -(n - 1) if support.window is None else max(-(n - 1), -(support.window - 1))
+    p, q = np.meshgrid(starts, starts, indexing="ij")  # corners (row boundary, key boundary)
+
+    def below(u: int) -> np.ndarray:  # per cell, its entries with j - i <= u
+        corner = _pairs_below(p, q, u)
+        return corner[1:, 1:] - corner[:-1, 1:] - corner[1:, :-1] + corner[:-1, :-1]
+
+    counts = (below(hi) - below(lo - 1)).astype(float)
     counts.setflags(write=False)
     return counts
