@@ -94,6 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=3000, help="training steps of every run (default: 3000)")
     p.add_argument("--eval-every", type=int, default=500, help="held-out evaluation and checkpoint interval (default: 500)")
     p.add_argument("--batch-size", type=int, default=64, help="examples per step (default: 64)")
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="peak learning rate of every run (default: the size's own, 1e-3 for tiny; warm-up over a tenth of the steps)")
     p.add_argument("--examples", type=int, default=100, help="test examples per length (default: 100)")
     p.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # a shard of --workers
     p.add_argument("--learnt", type=float, default=0.95, help="exact match within the trained lengths that counts as learnt (default: 0.95)")
@@ -106,8 +108,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """What every run shares (``RESULTS/experiment.json``; a rerun with others is refused): tasks, schemes and seeds
     may grow, the budget may not."""
-    return {"size": args.size, "steps": args.steps, "eval_every": args.eval_every, "batch_size": args.batch_size,
-            "examples": args.examples, "learnt": args.learnt, "variants": [{"name": "all", "steps": args.steps}]}
+    shared = {"size": args.size, "steps": args.steps, "eval_every": args.eval_every, "batch_size": args.batch_size,
+              "examples": args.examples, "learnt": args.learnt, "variants": [{"name": "all", "steps": args.steps}]}
+    if args.learning_rate is not None:  # only when given: the results made before the option keep their settings
+        shared["learning_rate"] = args.learning_rate
+    return shared
 
 
 def run_name(task: str, scheme: str, seed: int) -> str:
@@ -137,7 +142,8 @@ def train_one(args: argparse.Namespace, task: str, scheme: str, seed: int) -> Pa
         return run
     resume = (run / "run.json").is_file()
     options = TrainOptions(**SCHEMES[scheme], corpus=[], out=run, task=task, size=args.size, steps=args.steps, seed=seed,
-                           batch_size=args.batch_size, eval_every=args.eval_every, precision="fp32")
+                           batch_size=args.batch_size, eval_every=args.eval_every, precision="fp32",
+                           learning_rate=args.learning_rate)
     _say(f"{run.name}: {'resuming' if resume else 'training'}")
     result = train(options, resume=resume)
     _say(f"{run.name}: {result.steps_run} steps in {result.seconds:.0f} s")
@@ -255,7 +261,8 @@ def load_runs(results: Path) -> list[dict[str, Any]]:
     seen: dict[str, tuple] = {}
     for r in runs:
         s = r["settings"]
-        key = (s["task_data"]["train"]["sha256"], r["test_data"]["sha256"], s["size"], s["steps"], s["batch_size"], s["train_length"])
+        key = (s["task_data"]["train"]["sha256"], r["test_data"]["sha256"], s["size"], s["steps"], s["batch_size"], s["train_length"],
+               s.get("learning_rate"))
         if seen.setdefault(s["task"], key) != key:
             raise SystemExit(f"error: the runs of task {s['task']} in {results / 'runs'} differ in data or budget ({r['run']})")
     return runs
@@ -484,7 +491,8 @@ def compare_runs(shipped: Path, rerun: Path, atol: float) -> int:
     differently, and 3000 steps carry that into the weights, so losses differ in their second digit while the
     answers, right or wrong, mostly stay (two copy runs measured: exact match equal at every length)."""
     a, b = (json.loads(p.read_text(encoding="utf-8")) for p in (shipped, rerun))
-    same = [k for k in ("size", "steps", "batch_size", "seed", "scheme", "task", "train_length") if a["settings"][k] != b["settings"][k]]
+    same = [k for k in ("size", "steps", "batch_size", "learning_rate", "seed", "scheme", "task", "train_length")
+            if a["settings"].get(k) != b["settings"].get(k)]
     if a["settings"]["task_data"] != b["settings"]["task_data"] or a["test_data"]["sha256"] != b["test_data"]["sha256"]:
         same.append("data")
     if same:

@@ -70,6 +70,18 @@ def test_a_time_box_starts_no_run_after_it(tmp_path):
     assert not (tmp_path / "runs").exists() and not list((tmp_path / "results").glob("runs/*.json"))
 
 
+def test_a_learning_rate_is_given_to_every_run_and_kept_in_the_budget(tmp_path):
+    toy = ["--tasks", "parity", "--seeds", "0", "--schemes", "absolute", "--steps", "2", "--eval-every", "2", "--batch-size", "4",
+           "--examples", "2", "--device", "cpu"]
+    done = run(tmp_path, "--learning-rate", "0.002", toy=toy, in_process=True)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "results" / "runs" / "parity-absolute-s0.json").read_text())
+    assert record["settings"]["learning_rate"] == 0.002
+    assert json.loads((tmp_path / "results" / "experiment.json").read_text())["learning_rate"] == 0.002
+    other = run(tmp_path, toy=toy, in_process=True)  # the size's own rate is another budget: refused
+    assert other.returncode != 0 and "learning_rate" in other.stderr
+
+
 def test_runs_from_other_data_are_refused(tmp_path):
     sys.path.insert(0, str(SCRIPTS))
     import length_generalisation as lg
@@ -80,6 +92,10 @@ def test_runs_from_other_data_are_refused(tmp_path):
                          "train_length": 20}, "test_data": {"sha256": "t"}, "extrapolate": []}
     (runs / "copy-none-s0.json").write_text(json.dumps({**base, "run": "copy-none-s0"}))
     (runs / "copy-rope-s0.json").write_text(json.dumps({**base, "run": "copy-rope-s0", "test_data": {"sha256": "u"}}))
+    with pytest.raises(SystemExit, match="differ in data or budget"):
+        lg.load_runs(tmp_path)
+    faster = {**base["settings"], "learning_rate": 0.002}  # the same data, another learning rate
+    (runs / "copy-rope-s0.json").write_text(json.dumps({**base, "run": "copy-rope-s0", "settings": faster}))
     with pytest.raises(SystemExit, match="differ in data or budget"):
         lg.load_runs(tmp_path)
 
