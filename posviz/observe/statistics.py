@@ -125,16 +125,26 @@ def masked_toeplitzness(matrix: np.ndarray, mask: np.ndarray) -> np.ndarray | fl
 
 def _toeplitzness_inside(inside: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
     """:func:`masked_toeplitzness` of matrices already zero outside ``mask``."""
+    counts = diagonal_sums_array(mask.astype(float))
+    return toeplitzness_from_sums(diagonal_sums_array(inside), counts, _sum_sq(inside), lambda: (inside, mask))
+
+
+def toeplitzness_from_sums(sums: np.ndarray, counts: np.ndarray, sq: np.ndarray,
+                           matrices: Callable[[], tuple[np.ndarray, np.ndarray]]) -> np.ndarray | float:
+    """:func:`masked_toeplitzness` from the diagonal sums ``sums`` (``(..., 2n - 1)``) of matrices zero outside a
+    mask, the mask's diagonal counts ``counts`` and the matrices' sums of squares ``sq`` (``(...,)``).
+
+    ``matrices()`` returns the stack and its mask; it is called only where the closed form is ill-conditioned
+    (near-constant matrices), whose scores are then computed in two passes.
+    """
     from posviz.toeplitz.r2 import ACCURACY, CLOSED_FORM_GROWTH
 
-    counts = diagonal_sums_array(mask.astype(float))
     ok = counts > 0
-    sums = diagonal_sums_array(inside)
-    sq = _sum_sq(inside)
     resid = np.maximum(sq - (sums[..., ok] ** 2 / counts[ok]).sum(axis=-1), 0.0)
     tot = sq - sums.sum(axis=-1) ** 2 / counts.sum()
     ill = np.atleast_1d(CLOSED_FORM_GROWTH * np.finfo(float).eps * sq > ACCURACY * tot)
     if ill.any():  # near-constant matrices: the closed form would cancel the digits that are scored
+        inside, mask = matrices()
         n = inside.shape[-1]
         k = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1)[mask]
         stack, f = inside.reshape(-1, n, n)[ill], (sums / np.maximum(counts, 1.0)).reshape(-1, 2 * n - 1)[ill]
@@ -219,9 +229,13 @@ def toeplitz_null_mean(matrix: np.ndarray, mask: np.ndarray) -> np.ndarray | flo
 
 def _null_mean_inside(values: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
     """:func:`toeplitz_null_mean` of matrices already zero outside ``mask``."""
+    return null_mean_from_rows(values.sum(axis=-1), np.einsum("...ij,...ij->...i", values, values), mask)
+
+
+def null_mean_from_rows(row_sum: np.ndarray, row_sq: np.ndarray, mask: np.ndarray) -> np.ndarray | float:
+    """:func:`toeplitz_null_mean` from the row sums and row sums of squares (``(..., n)``) of matrices zero outside
+    ``mask``: the shuffle keeps each row's multiset, so these are all it needs."""
     size = mask.sum(axis=1)
-    row_sq = np.einsum("...ij,...ij->...i", values, values)
-    row_sum = values.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(size > 0, row_sum / size, 0.0)
         var = np.where(size > 0, row_sq / size - mean**2, 0.0)

@@ -149,6 +149,12 @@ def test_the_support_rule_counts_what_its_dense_mask_holds(n, causal, window):
     np.testing.assert_array_equal(support.diagonal_counts(), diagonal_sums_array(mask.astype(float)))
     np.testing.assert_array_equal(support.keys_seen(), mask.sum(1))
     np.testing.assert_array_equal(support.queries_seeing(), mask.sum(0))
+    first, stop = support.key_ranges()
+    for i in range(n):  # each query's keys are the one run first[i] … stop[i] - 1
+        np.testing.assert_array_equal(np.flatnonzero(mask[i]), np.arange(first[i], stop[i]))
+    lo, hi = support.band()
+    offsets = np.flatnonzero(diagonal_sums_array(mask.astype(float))) - (n - 1)
+    assert (lo, hi) == (offsets.min(), offsets.max())
     values = np.arange(1.0, n + 1)
     np.testing.assert_allclose(support.row_sums_by_offset(values), diagonal_sums_array(np.where(mask, values[:, None], 0.0)))
     for i0, i1, j0, j1 in [(0, n, 0, n), (0, 1, n - 1, n), (n // 2, n, 0, max(1, n // 3))]:
@@ -177,3 +183,25 @@ def test_block_counts_are_the_mask_summed_over_each_cell(n, causal, window, m):
     counts = support.block_counts(m)
     np.testing.assert_array_equal(counts, expected)
     assert counts.sum() == support.size() and not counts.flags.writeable
+
+
+@pytest.mark.parametrize(("n", "causal", "window", "m"), [(12, True, None, 12), (12, False, 5, 12), (40, True, None, 8), (40, True, 9, 8),
+                                                          (40, False, None, 8)])
+def test_the_map_scores_of_both_variants_equal_each_scored_on_its_own(n, causal, window, m):
+    """The shared sums (diagonal zeroed, then added back) against each variant's own masked scores, a head of
+    constant cells included (the two-pass branch)."""
+    from posviz.observe.statistics import masked_toeplitzness, toeplitz_null_mean
+    from posviz.observe.tiled.statistics import _map_cells, _map_scores
+
+    support = Support(n, causal, window)
+    exact = m == n
+    mask, off = _map_cells(support, m, exact)[:2]
+    grid = np.random.default_rng(5).random((3, m, m)) * mask
+    grid[1] = 0.25 * (mask if exact else support.block_counts(m))  # constant cells: 0.125 after the means
+    mean, (r2, r2_off, null, null_off) = _map_scores(grid.copy(), exact, support, n, 2)
+    expected = grid / 2 if exact else grid / (2 * np.maximum(support.block_counts(m), 1.0))
+    np.testing.assert_allclose(mean, expected, rtol=1e-14)
+    for got, want in [(r2, masked_toeplitzness(expected, mask)), (r2_off, masked_toeplitzness(expected, off)),
+                      (null, toeplitz_null_mean(expected, mask)), (null_off, toeplitz_null_mean(expected, off))]:
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert r2[1] == pytest.approx(1.0, abs=1e-12) and r2_off[1] == pytest.approx(1.0, abs=1e-12)  # a Toeplitz map

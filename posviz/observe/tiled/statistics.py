@@ -22,6 +22,7 @@ the support (the keys a query may see), for blocks ``b = 1 … B``:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,23 +151,61 @@ def _positional_shares(s: dict, support: Support) -> tuple[np.ndarray, np.ndarra
     return np.asarray(_one_minus(sq - explained, tot, sq)), np.asarray(_one_minus(sq - null_explained, tot, sq))
 
 
+@functools.lru_cache(maxsize=8)
+def _map_cells(support: Support, m: int, exact: bool) -> tuple[np.ndarray, ...]:
+    """For an ``m x m`` map of ``support``: its mask, the mask less the diagonal, the factor from a cell's sum to its
+    mean (per block), and the two masks' diagonal counts. Read-only; cached (every layer of a pass has the same)."""
+    from posviz.toeplitz.diagonals import diagonal_sums_array
+
+    if exact:
+        mask, inverse = support.dense(), np.ones((m, m))
+    else:
+        cells = support.block_counts(m)
+        mask, inverse = cells > 0, 1.0 / np.maximum(cells, 1.0)
+    off = mask.copy()
+    off[np.arange(m), np.arange(m)] = False
+    counts = diagonal_sums_array(mask.astype(float))
+    counts_off = counts.copy()
+    counts_off[m - 1] = 0.0  # offset 0: the diagonal
+    out = (mask, off, inverse, counts, counts_off)
+    for x in out:
+        x.setflags(write=False)
+    return out
+
+
 def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The mean map (exact, or each cell the mean of the support entries of its block of positions, 0 where it has
-    none), and its Toeplitzness (full, off-diagonal) with their row-shuffle nulls."""
-    from posviz.observe.statistics import _null_mean_inside, _toeplitzness_inside
+    none), and its Toeplitzness (full, off-diagonal) with their row-shuffle nulls.
+
+    Both variants come from one set of sums over the map with its diagonal zeroed in place (diagonal, row and
+    squared-row sums), to which the diagonal is added back for the full variant: one pass over the heads x m x m
+    map where scoring each variant on its own took two (and added, not subtracted, so no digits cancel).
+    """
+    from posviz.observe.statistics import null_mean_from_rows, toeplitzness_from_sums
+    from posviz.toeplitz.diagonals import diagonal_sums_array
 
     m = grid.shape[-1]
-    if exact:
-        mask, mean = support.dense(), grid / b
-    else:  # each cell: the mean of the support entries of its block of positions
-        dense_counts = support.block_counts(m)
-        mask = dense_counts > 0
-        mean = grid / (b * np.maximum(dense_counts, 1.0))
-    # the sums hold nothing outside the support, so `mean` is already zero outside `mask` (no masked copy needed)
-    off, idx = mask & ~np.eye(m, dtype=bool), np.arange(m)
-    full = (_toeplitzness_inside(mean, mask), _null_mean_inside(mean, mask))
+    mask, off, inverse, counts, counts_off = _map_cells(support, m, exact)
+    # each cell: the mean of the support entries of its block of positions (the entry itself where exact); the sums
+    # hold nothing outside the support, so `mean` is already zero outside `mask` (no masked copy needed)
+    mean = grid * (inverse / b)
+    idx = np.arange(m)
     diagonal = mean[..., idx, idx].copy()
-    mean[..., idx, idx] = 0.0  # the off-diagonal scores from the same array (a copy of heads x m x m costs more)
-    offdiag = (_toeplitzness_inside(mean, off), _null_mean_inside(mean, off))
+    mean[..., idx, idx] = 0.0
+    sums_off = diagonal_sums_array(mean)
+    row_sum_off, row_sq_off = mean.sum(axis=-1), np.einsum("...ij,...ij->...i", mean, mean)
+
+    def zeroed() -> tuple[np.ndarray, np.ndarray]:  # only where the closed form is ill-conditioned
+        out = mean.copy()
+        out[..., idx, idx] = 0.0
+        return out, off
+
+    offdiag = (toeplitzness_from_sums(sums_off, counts_off, row_sq_off.sum(axis=-1), zeroed),
+               null_mean_from_rows(row_sum_off, row_sq_off, off))
     mean[..., idx, idx] = diagonal
+    sums = sums_off.copy()
+    sums[..., m - 1] = diagonal.sum(axis=-1)  # offset 0
+    row_sq = row_sq_off + diagonal**2
+    full = (toeplitzness_from_sums(sums, counts, row_sq.sum(axis=-1), lambda: (mean, mask)),
+            null_mean_from_rows(row_sum_off + diagonal, row_sq, mask))
     return mean, tuple(np.atleast_1d(np.asarray(x, dtype=float)) for x in (full[0], offdiag[0], full[1], offdiag[1]))

@@ -79,12 +79,16 @@ class Support:
         lo, hi, keep = self._row_ranges()
         return np.where(keep, prefix[..., hi] - prefix[..., lo], 0.0)
 
+    def band(self) -> tuple[int, int]:
+        """``(lo, hi)``: the support is the band of diagonals ``lo <= j - i <= hi`` (from :meth:`allowed_offsets`)."""
+        kept = np.flatnonzero(self.allowed_offsets()) - (self.n - 1)
+        return int(kept[0]), int(kept[-1])
+
     def key_ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` ints ``first, stop``: query ``i`` sees the keys ``first[i] … stop[i] - 1`` (always one run)."""
+        lo, hi = self.band()
         i = np.arange(self.n)
-        first = np.zeros(self.n, dtype=int) if self.window is None else np.maximum(0, i - self.window + 1)
-        last = i if self.causal else (np.full(self.n, self.n - 1) if self.window is None else np.minimum(self.n - 1, i + self.window - 1))
-        return first, last + 1
+        return np.maximum(0, i + lo), np.minimum(self.n, i + hi + 1)
 
     def keys_seen(self) -> np.ndarray:
         """``(n,)``: how many keys each query sees."""
@@ -93,10 +97,9 @@ class Support:
 
     def queries_seeing(self) -> np.ndarray:
         """``(n,)``: how many queries see each key."""
-        j = np.arange(self.n)
-        last = np.full(self.n, self.n - 1) if self.window is None else np.minimum(self.n - 1, j + self.window - 1)
-        first = j if self.causal else (np.zeros(self.n, dtype=int) if self.window is None else np.maximum(0, j - self.window + 1))
-        return (last - first + 1).astype(float)
+        lo, hi = self.band()
+        j = np.arange(self.n)  # the queries i with lo <= j - i <= hi
+        return (np.minimum(self.n - 1, j - lo) - np.maximum(0, j - hi) + 1).astype(float)
 
     def size(self) -> int:
         """The number of entries in the support."""
@@ -136,7 +139,7 @@ class Support:
         return True
 
 
-def _ramp(p: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _ramp(p: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """``sum(max(0, i + b) for i in range(p))``, elementwise (ints)."""
     first = np.clip(1 - b, 0, p)  # the first i whose term is positive (p: none is)
     terms = p - first
@@ -148,7 +151,7 @@ def _pairs_below(p: np.ndarray, q: np.ndarray, u: int) -> np.ndarray:
 
     Row ``i`` holds ``clip(i + u + 1, 0, q)`` of them, and ``clip(x, 0, q) = max(0, x) - max(0, x - q)``.
     """
-    return _ramp(p, np.full_like(p, u + 1)) - _ramp(p, u + 1 - q)
+    return _ramp(p, u + 1) - _ramp(p, u + 1 - q)
 
 
 @functools.lru_cache(maxsize=8)
@@ -157,8 +160,7 @@ def _block_counts(support: Support, m: int) -> np.ndarray:
     # j - i <= u come from four corner counts (inclusion-exclusion), each a sum of clipped linear terms in closed form.
     n = support.n
     starts = np.searchsorted((np.arange(n) * m) // n, np.arange(m + 1)).astype(np.int64)  # block c: starts[c] … starts[c + 1] - 1
-    hi = 0 if support.causal else (n - 1 if support.window is None else min(n - 1, support.window - 1))
-    lo = -(n - 1) if support.window is None else max(-(n - 1), -(support.window - 1))
+    lo, hi = support.band()
     p, q = np.meshgrid(starts, starts, indexing="ij")  # corners (row boundary, key boundary)
 
     def below(u: int) -> np.ndarray:  # per cell, its entries with j - i <= u
