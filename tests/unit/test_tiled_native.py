@@ -165,6 +165,20 @@ def test_a_compiler_command_with_arguments_compiles(monkeypatch, fresh_library, 
 
 
 @needs_cc
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_every_vector_width_of_the_kernel_gives_the_same_sums(width, monkeypatch, fresh_library, _isolated_score_cache):
+    """The kernel's vectors are as wide as the CPU's registers (16 floats with AVX-512, else 8); ``-DPOSVIZ_VL``
+    compiles any width on any CPU (a wider one spills to the stack, slower, same arithmetic), so each layout of the
+    logits and the exponentials is checked here, with lengths that leave remainders after every vector loop."""
+    monkeypatch.setenv("CC", f"cc -DPOSVIZ_VL={width}")
+    assert native_library()[1] is None
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    for n, causal, window, cap in ((203, True, None, None), (150, False, 37, 5.0)):
+        x = inputs(n, causal, window, cap, 1, 4, 2, 20, torch.float32, seed=n)
+        assert_same_sums(accumulate_native(x), accumulate(x), Support(n, causal, window))
+
+
+@needs_cc
 def test_an_unusable_cache_compiles_into_a_folder_removed_once_loaded(monkeypatch, fresh_library, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -45,28 +45,39 @@ static inline int64_t hi_key(const Params *p, int64_t i) {
     return p->window ? (i + p->window < p->n ? i + p->window : p->n) : p->n;
 }
 
-/* Sixteen floats in one vector (GCC and clang vector extensions: one AVX-512 register, two AVX ones, four NEON). */
-typedef float v16f __attribute__((vector_size(64)));
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+/* One vector register of floats (GCC and clang vector extensions): sixteen where the CPU has AVX-512, else eight
+ * (one AVX register, two SSE or NEON ones). The blocks of the logits below are sized to fit the registers: with
+ * sixteen-wide vectors on an AVX2 CPU (16 registers of eight floats) they would spill to the stack, about 7x slower. */
+#ifndef POSVIZ_VL  /* the width may be given (-DPOSVIZ_VL=16: the tests run the AVX-512 layout on any CPU) */
+#if defined(__AVX512F__)
+#define POSVIZ_VL 16
+#else
+#define POSVIZ_VL 8
+#endif
+#endif
+#define VL POSVIZ_VL
+/* vectors of keys per row in the four-row logits: 16 accumulators of AVX-512's 32 registers, 8 of AVX2's 16 */
+#define KV (VL >= 16 ? 4 : 2)
+#define KB (KV * VL)  /* keys per block of the four-row logits */
+typedef float vf __attribute__((vector_size(VL * 4)));
+typedef int32_t vi __attribute__((vector_size(VL * 4)));
 
-static inline v16f load16(const float *x) { v16f v; memcpy(&v, x, sizeof v); return v; }
-static inline v8f load8(const float *x) { v8f v; memcpy(&v, x, sizeof v); return v; }
-static inline v16f vmax(v16f a, v16f b) {
-    const v16i m = a > b;
-    return (v16f)(((v16i)a & m) | ((v16i)b & ~m));
+static inline vf loadv(const float *x) { vf v; memcpy(&v, x, sizeof v); return v; }
+static inline vf vmax(vf a, vf b) {
+    const vi m = a > b;
+    return (vf)(((vi)a & m) | ((vi)b & ~m));
 }
 
-/* exp(x) for x <= 0, sixteen at a time, inline (libm's vector expf is a call per sixteen, and the sums that follow
+/* exp(x) for x <= 0, one vector at a time, inline (libm's vector expf is a call per vector, and the sums that follow
  * cannot share its registers): x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts), exp(r) by its Taylor series
  * to r^7 (truncation below 6e-9 relative), times 2^n put into the exponent bits. Measured against exp in double at
  * every float in [-20, 0]: at most 1.2e-7 relative (two float roundings). Below -87 the result is 0 (it would be
  * subnormal: under 1e-37 of the row's largest weight, 1). */
-static inline v16f vexp(v16f x) {
-    v16f nf;
-    for (int u = 0; u < 16; u++) nf[u] = __builtin_rintf(x[u] * 1.44269504088896341f);
-    const v16f r = (x - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
-    v16f y = (v16f){0} + (1.0f / 5040.0f);
+static inline vf vexp(vf x) {
+    vf nf;
+    for (int u = 0; u < VL; u++) nf[u] = __builtin_rintf(x[u] * 1.44269504088896341f);
+    const vf r = (x - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+    vf y = (vf){0} + (1.0f / 5040.0f);
     y = y * r + (1.0f / 720.0f);
     y = y * r + (1.0f / 120.0f);
     y = y * r + (1.0f / 24.0f);
@@ -74,42 +85,43 @@ static inline v16f vexp(v16f x) {
     y = y * r + 0.5f;
     y = y * r + 1.0f;
     y = y * r + 1.0f;
-    const v16i n = __builtin_convertvector(nf, v16i);
-    const v16i keep = x > -87.0f;             /* all ones where the result is normal */
-    return (v16f)((((v16i)y) + (n << 23)) & keep);
+    const vi n = __builtin_convertvector(nf, vi);
+    const vi keep = x > -87.0f;               /* all ones where the result is normal */
+    return (vf)((((vi)y) + (n << 23)) & keep);
 }
 
 /* The largest of x[0 .. len) (len >= 1), in four vector accumulators (one would wait on each maximum in turn). */
 static inline float largest(const float *restrict x, int64_t len) {
     float top = x[0];
     int64_t j = 0;
-    if (len >= 64) {
-        v16f a[4] = {load16(x), load16(x + 16), load16(x + 32), load16(x + 48)};
-        for (j = 64; j + 64 <= len; j += 64)
-            for (int u = 0; u < 4; u++) a[u] = vmax(a[u], load16(x + j + 16 * u));
-        const v16f b = vmax(vmax(a[0], a[1]), vmax(a[2], a[3]));
-        for (int u = 0; u < 16; u++) top = b[u] > top ? b[u] : top;
+    if (len >= 4 * VL) {
+        vf a[4] = {loadv(x), loadv(x + VL), loadv(x + 2 * VL), loadv(x + 3 * VL)};
+        for (j = 4 * VL; j + 4 * VL <= len; j += 4 * VL)
+            for (int u = 0; u < 4; u++) a[u] = vmax(a[u], loadv(x + j + VL * u));
+        const vf b = vmax(vmax(a[0], a[1]), vmax(a[2], a[3]));
+        for (int u = 0; u < VL; u++) top = b[u] > top ? b[u] : top;
     }
     for (; j < len; j++) top = x[j] > top ? x[j] : top;
     return top;
 }
 
 /* s[r * JC + t] = cap(q_r . k_(j0 + t)) for rows r < rows (at most 4, q already scaled) and keys j0 .. j0 + len;
- * kt is d x n (transposed keys). Sixty-four keys of four rows at a time in sixteen vector accumulators: each
- * vector of keys loaded once serves the four rows. */
+ * kt is d x n (transposed keys). KB keys of four rows at a time in 4 x KV vector accumulators: each vector of keys
+ * loaded once serves the four rows. */
 static inline void logits(const Params *p, const float *restrict q, int64_t rows, const float *restrict kt, int64_t j0,
                           int64_t len, float *restrict s) {
     const int64_t n = p->n, d = p->d;
     int64_t j = 0;
     if (rows == 4) {
-        for (; j + 64 <= len; j += 64) {
-            v16f a[4][4] = {{{0}}};
+        for (; j + KB <= len; j += KB) {
+            vf a[4][KV] = {{{0}}};
             const float *restrict k = kt + j0 + j;
             for (int64_t c = 0; c < d; c++, k += n) {
-                const v16f k0 = load16(k), k1 = load16(k + 16), k2 = load16(k + 32), k3 = load16(k + 48);
+                vf kv[KV];
+                for (int v = 0; v < KV; v++) kv[v] = loadv(k + v * VL);
                 for (int r = 0; r < 4; r++) {
                     const float qc = q[r * d + c];
-                    a[r][0] += qc * k0; a[r][1] += qc * k1; a[r][2] += qc * k2; a[r][3] += qc * k3;
+                    for (int v = 0; v < KV; v++) a[r][v] += qc * kv[v];
                 }
             }
             for (int r = 0; r < 4; r++) memcpy(s + r * JC + j, a[r], sizeof a[r]);
@@ -119,10 +131,10 @@ static inline void logits(const Params *p, const float *restrict q, int64_t rows
         const float *restrict qr = q + r * d;
         float *restrict sr = s + r * JC;
         int64_t t = j;
-        for (; t + 16 <= len; t += 16) {
-            v16f a = {0};
+        for (; t + VL <= len; t += VL) {
+            vf a = {0};
             const float *restrict k = kt + j0 + t;
-            for (int64_t c = 0; c < d; c++, k += n) a += qr[c] * load16(k);
+            for (int64_t c = 0; c < d; c++, k += n) a += qr[c] * loadv(k);
             memcpy(sr + t, &a, sizeof a);
         }
         for (; t < len; t++) {
@@ -276,14 +288,14 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                     float *restrict ev = e + r * width + (j0 - jlo);
                     float tl = 0.0f, tw = 0.0f;
                     int64_t j = 0;
-                    v16f vl = {0}, vw = {0};
-                    for (; j + 16 <= len; j += 16) {
-                        const v16f sv = load16(sr + j), x = vexp(sv - at);
+                    vf vl = {0}, vw = {0};
+                    for (; j + VL <= len; j += VL) {
+                        const vf sv = loadv(sr + j), x = vexp(sv - at);
                         memcpy(ev + j, &x, sizeof x);
                         vl += x;
                         vw += x * sv;
                     }
-                    for (int u = 0; u < 16; u++) { tl += vl[u]; tw += vw[u]; }
+                    for (int u = 0; u < VL; u++) { tl += vl[u]; tw += vw[u]; }
                     for (; j < len; j++) {
                         const float x = expf(sr[j] - at);
                         ev[j] = x;

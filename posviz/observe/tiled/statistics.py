@@ -158,7 +158,7 @@ def _map_cells(support: Support, m: int, exact: bool) -> tuple[np.ndarray, ...]:
     from posviz.toeplitz.diagonals import diagonal_sums_array
 
     if exact:
-        mask, inverse = support.dense(), np.ones((m, m))
+        mask, inverse = support.dense(), np.ones(())  # 0-d: each cell is its own mean
     else:
         cells = support.block_counts(m)
         mask, inverse = cells > 0, 1.0 / np.maximum(cells, 1.0)
@@ -195,12 +195,8 @@ def _map_scores(grid: np.ndarray, exact: bool, support: Support, n: int, b: int)
     sums_off = diagonal_sums_array(mean)
     row_sum_off, row_sq_off = mean.sum(axis=-1), np.einsum("...ij,...ij->...i", mean, mean)
 
-    def zeroed() -> tuple[np.ndarray, np.ndarray]:  # only where the closed form is ill-conditioned
-        out = mean.copy()
-        out[..., idx, idx] = 0.0
-        return out, off
-
-    offdiag = (toeplitzness_from_sums(sums_off, counts_off, row_sq_off.sum(axis=-1), zeroed),
+    # the two-pass fallback (only where the closed form is ill-conditioned) reads `mean` while its diagonal is zero
+    offdiag = (toeplitzness_from_sums(sums_off, counts_off, row_sq_off.sum(axis=-1), lambda: (mean, off)),
                null_mean_from_rows(row_sum_off, row_sq_off, off))
     mean[..., idx, idx] = diagonal
     sums = sums_off.copy()
