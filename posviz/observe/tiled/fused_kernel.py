@@ -155,7 +155,7 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
             wide = a.to(tl.float64)
             mass += tl.sum(wide, 1)
             squares += tl.sum(wide * wide, 1)
-            weighted += tl.sum(a * tl.where(valid, s, 0.0), 1).to(tl.float64)
+            weighted += tl.sum(a * tl.where(valid, shift[:, None] - s, 0.0), 1).to(tl.float64)  # each term >= 0
             tl.atomic_add(received_h + cols, tl.sum(wide, 0), mask=cols < n)
             if j0 == 0:
                 tl.atomic_add(sink_ptr + h, tl.sum(tl.where((cols[None, :] == 0) & (rows[:, None] >= 1), wide, 0.0)))
@@ -169,7 +169,7 @@ def statistics(q_ptr, k_ptr, sqb, sqh, sqn, sqd, skb, skh, skn, skd, batch, n, g
         acc_mass += tl.where(in_rows, mass, 0.0)
         acc_sq += tl.where(in_rows, squares, 0.0)
         acc_sum_sq += tl.where(in_rows, mass * mass, 0.0)
-        acc_entropy += tl.where(in_rows, lse * mass - weighted, 0.0)
+        acc_entropy += tl.where(in_rows, (lse - shift.to(tl.float64)) * mass + weighted, 0.0)
         acc_max += tl.where(in_rows, tl.exp(top.to(tl.float64) - lse), 0.0)
         wide_hist = hist.to(tl.float64)
         cum = tl.cumsum(wide_hist, 1)

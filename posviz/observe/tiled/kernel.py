@@ -228,7 +228,9 @@ class _QueryTile:
         def per_head(x: Any) -> Any:  # (blocks x heads, ...) -> summed over blocks: (heads, ...)
             return x.reshape(chunk, -1, *x.shape[1:]).sum(dim=0)
 
-        mass, squares, weighted = (torch.zeros_like(lse) for _ in range(3))  # weighted: sum_j a_ij s_ij
+        # weighted: sum_j a_ij (shift_i - s_ij), each term >= 0; the entropy is that plus (lse - shift) * mass, where
+        # lse * mass - sum_j a_ij s_ij would cancel the digits of peaked rows with large logits
+        mass, squares, weighted = (torch.zeros_like(lse) for _ in range(3))
         by_distance = torch.zeros((stacked, rows, len(edges) - 1), dtype=torch.float32, device=lse.device)
         shift = lse.float()[..., None]
         m = sums.map.shape[-1]
@@ -241,7 +243,8 @@ class _QueryTile:
             wide = a.double()
             mass += wide.sum(dim=-1)
             squares += torch.einsum("hij,hij->hi", wide, wide)
-            weighted += torch.einsum("hij,hij->hi", a, s if keep is None else s.masked_fill(~keep, 0.0))
+            gap = shift - s
+            weighted += torch.einsum("hij,hij->hi", a, gap if keep is None else gap.masked_fill(~keep, 0.0))
             sums.received[:, j0:j1] += per_head(a.sum(dim=-2))
             if j0 == 0:  # queries 1 … n - 1 (the last row is query 0 when i0 == 0)
                 sums.sink += per_head(a[:, : rows - (i0 == 0), 0].sum(dim=-1))
@@ -256,7 +259,7 @@ class _QueryTile:
         sums.row_mass[:, i0:i1] += per_head(mass).flip(-1)
         sums.row_sq[:, i0:i1] += per_head(squares).flip(-1)
         sums.row_sum_sq[:, i0:i1] += per_head(mass * mass).flip(-1)
-        sums.entropy[:, i0:i1] += per_head(lse * mass - weighted).flip(-1)
+        sums.entropy[:, i0:i1] += per_head((lse - shift[..., 0].double()) * mass + weighted).flip(-1)
         sums.max_weight[:, i0:i1] += per_head(torch.exp(top.double() - lse)).flip(-1)
         kept = rows - (i0 == 0)  # the spans of queries 1 … n - 1, as every per-query statistic
         for target, counts in ((0.5, sums.span50), (0.9, sums.span90)):

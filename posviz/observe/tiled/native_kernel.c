@@ -4,7 +4,8 @@
  * keys, d x chunk floats, stays in the L1 cache while the tile's rows use it):
  *   A. the logits, once, four rows at a time (each vector of keys loaded once for four queries): the online softmax
  *      (each query's largest logit m and sum l of exp(s - m), rescaled when m grows) and, in the same shift, the sum
- *      of e * s (entropy) and the mass by distance bin; the exponentials e are kept for the tile (TQ x n floats at
+ *      of e * (m - s) (the entropy is log l + that sum / l: two terms >= 0, where lse - sum a s would cancel the
+ *      digits of a peaked row with large logits) and the mass by distance bin; the exponentials e are kept for the tile (TQ x n floats at
  *      most) with the shift of their chunk;
  *   B. the weights a_ij = e_ij exp(shift - lse_i) into the row sums (mass, squares), the diagonal sums (the offset
  *      profile) and the attention received by each key, summed in float over the queries of one row of the map and
@@ -280,7 +281,8 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                         seen[r] = 1;
                     } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
                         const double f = exp(m[r] - (double)top);
-                        l[r] *= f; w[r] *= f;
+                        w[r] = f * (w[r] + ((double)top - m[r]) * l[r]);  /* each (m - s) grows by top - m */
+                        l[r] *= f;
                         for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
                         m[r] = top;
                     }
@@ -293,14 +295,14 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                         const vf sv = loadv(sr + j), x = vexp(sv - at);
                         memcpy(ev + j, &x, sizeof x);
                         vl += x;
-                        vw += x * sv;
+                        vw += x * (at - sv);
                     }
                     for (int u = 0; u < VL; u++) { tl += vl[u]; tw += vw[u]; }
                     for (; j < len; j++) {
                         const float x = expf(sr[j] - at);
                         ev[j] = x;
                         tl += x;
-                        tw += x * sr[j];
+                        tw += x * (at - sr[j]);
                     }
                     l[r] += tl; w[r] += tw;
                     shift[r * chunks + ci] = at;
@@ -361,7 +363,7 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             out->row_mass[i] += mass[r];
             out->row_sq[i] += sq[r];
             out->row_sum_sq[i] += mass[r] * mass[r];
-            out->entropy[i] += lse[r] * mass[r] - w[r] * g;
+            out->entropy[i] += log(l[r]) * mass[r] + w[r] * g;  /* sum_j a_j (lse - s_j), two terms >= 0 */
             out->max_weight[i] += g;
             if (i >= 1) {
                 double *row_bins = bd + r * bins;
