@@ -155,6 +155,21 @@ def check(device: str, dtype: str) -> str:
     return f"check on {device} ({dtype}), n = 512, 2 blocks, 4 layers: largest difference tiled - eager = {worst:.2e}{also}"
 
 
+def cpu_line() -> str:
+    """The CPU's model and its widest vectors (the C kernel's speed against SDPA differs by a factor between AVX2 and
+    AVX-512 machines, so a row says which it was measured on)."""
+    import platform
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine() + " " + platform.processor()
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+    widest = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else "SSE"
+    return f"{model}, {os.cpu_count()} logical CPUs, {widest}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[2048, 8192])
@@ -175,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["POSVIZ_TILED_KERNEL"] = args.kernel
     if args.check:
         print(check(args.device, args.dtype), flush=True)
-    print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}, kernel {args.kernel}\n")
+    print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}, kernel {args.kernel}"
+          f"\nCPU: {cpu_line()}\n")
     print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |")
     print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
