@@ -342,13 +342,16 @@ LG_TABLES = [f"{LG}/table.md", f"{LG}/table.json", f"{LG}/figure.png", f"{LG}/at
 #: The pilot's budgets beside the shipped one (3000 steps): how soon copy and reverse are learnt (seed 0, held-out
 #: evaluations every 250 steps), and whether addition is learnt at five times the steps by the schemes that did best
 #: and worst on it at 3000 steps (RoPE 25 %, T5 bias), by the best at length generalisation (NoPE), by the learned
-#: table, and by ALiBi and TISA; and parity at twice the steps for every scheme and seed (TUPE-A's seed 2 does not
-#: learn it in 3000).
+#: table, and by ALiBi and TISA; parity at twice the steps for every scheme and seed (TUPE-A's seed 2 does not
+#: learn it in 3000); and parity at twice the steps with half the peak learning rate (two seeds lose parity at the
+#: peak of 1e-3), every scheme's seed 0 before any seed 1 (a session that stops early leaves whole seeds).
 LG_PILOT = {
     "steps-1000": ["--tasks", "copy", "reverse", "--seeds", "0", "--steps", "1000", "--eval-every", "250"],
     "addition-15000": ["--tasks", "addition", "--schemes", "rope-25", "t5", "none", "absolute", "alibi", "tisa",
                        "--seeds", "0", "--steps", "15000", "--eval-every", "1500"],
     "parity-6000": ["--tasks", "parity", "--seeds", "0", "1", "2", "--steps", "6000", "--eval-every", "500"],
+    "parity-6000-lr5e-4": ["--tasks", "parity", "--seeds", "0", "1", "2", "--steps", "6000", "--eval-every", "500",
+                           "--learning-rate", "5e-4", "--order", "seed"],
 }
 LG_PILOT_FILES = [f"{LG}/pilot/{name}/{what}" for name in LG_PILOT
                   for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
@@ -449,7 +452,8 @@ RECIPES: tuple[Recipe, ...] = (
            f" --results {LG}/pilot/steps-1000 (20 runs, about 3 minutes each on one CPU core), and --tasks addition"
            f" --schemes rope-25 t5 none absolute alibi tisa --seeds 0 --steps 15000 --eval-every 1500 --results {LG}/pilot/addition-15000"
            f" (45-50 minutes a run), and --tasks parity --seeds 0 1 2 --steps 6000 --eval-every 500 --results {LG}/pilot/parity-6000"
-           " (30 runs, about 10 minutes each on one CPU core); FIRE needs pip install ./examples/posviz-fire",
+           " (30 runs, about 10 minutes each on one CPU core), and the same with --learning-rate 5e-4 --order seed"
+           f" --results {LG}/pilot/parity-6000-lr5e-4; FIRE needs pip install ./examples/posviz-fire",
            make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT]), verify=verify_lg_pilot),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
