@@ -157,15 +157,17 @@ def check(device: str, dtype: str) -> str:
 
 def cpu_line() -> str:
     """The CPU's model and its widest vectors (the C kernel's speed against SDPA differs by a factor between AVX2 and
-    AVX-512 machines, so a row says which it was measured on)."""
+    AVX-512 machines, so a row says which it was measured on); read as the kernel's library hash reads them."""
     import platform
 
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    sys.path.insert(0, str(ROOT))
+    from posviz.observe.tiled.native import cpu_lines
+
+    lines = cpu_lines()
+    if lines is None:
         return platform.machine() + " " + platform.processor()
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    flags = {flag for line in lines if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
     widest = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else "SSE"
     return f"{model}, {os.cpu_count()} logical CPUs, {widest}"
 

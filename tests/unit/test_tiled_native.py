@@ -105,6 +105,44 @@ def test_the_entropy_of_peaked_rows_with_large_logits_keeps_its_digits(monkeypat
         np.testing.assert_allclose(sums.entropy.numpy(), expected, atol=5e-6, rtol=0)
 
 
+def _pool_threads() -> set[int]:
+    import threading
+
+    return {t.ident for t in threading.enumerate() if t.name.startswith("posviz-tiled")}
+
+
+def _sums_in_child(x, queue) -> None:
+    queue.put(accumulate_native(x, threads=2).numpy()["entropy"])
+
+
+@needs_cc
+def test_the_heads_threads_are_started_once_per_process_and_a_forked_child_starts_its_own():
+    """One pool per process and thread count: a call after the first starts no thread; a child forked after the
+    parent's pool was made has the parent's dict but none of its threads, and must compute with its own."""
+    import multiprocessing
+
+    x = inputs(200, True, None, None, 1, 4, 2, 16, torch.float32, seed=3)
+    first = accumulate_native(x, threads=2).numpy()["entropy"]
+    threads = _pool_threads()
+    assert 1 <= len(threads) <= 2
+    again = accumulate_native(x, threads=2).numpy()["entropy"]
+    assert _pool_threads() == threads  # the same threads, none started
+    np.testing.assert_array_equal(again, first)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_sums_in_child, args=(x, queue))
+    child.start()
+    try:
+        np.testing.assert_array_equal(queue.get(timeout=600), first)  # a child waiting on the parent's threads: never
+    finally:
+        child.join(timeout=600)
+        if child.exitcode is None:
+            child.kill()
+    assert child.exitcode == 0
+
+
 def test_loading_the_library_leaves_the_arithmetic_of_the_process_as_it_was():
     """Linked with -ffast-math, a library sets flush-to-zero for the process as it loads: subnormal floats would then
     read as zero in every computation of the process, not only in the kernel."""

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -53,14 +54,20 @@ class _Sums(ctypes.Structure):
     _fields_ = [(name, ctypes.c_void_p) for name in SUM_FIELDS]
 
 
-def _cpu_signature() -> str:
-    """What ``-march=native`` compiles for: the CPU's model and flags (Linux), else the machine's name."""
+def cpu_lines() -> list[str] | None:
+    """The lines of ``/proc/cpuinfo`` that say what ``-march=native`` compiles for (``model name``, ``flags``; ARM's
+    ``Features``), each once and sorted; None where there is no such file (not Linux)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return platform.machine() + platform.processor()
-    keep = [line for line in text.splitlines() if line.startswith(("model name", "flags", "Features"))]
-    return "\n".join(sorted(set(keep)))
+        return None
+    return sorted({line for line in text.splitlines() if line.startswith(("model name", "flags", "Features"))})
+
+
+def _cpu_signature() -> str:
+    """What ``-march=native`` compiles for: the CPU's model and flags (Linux), else the machine's name."""
+    lines = cpu_lines()
+    return platform.machine() + platform.processor() if lines is None else "\n".join(lines)
 
 
 #: Seconds a compiler command may take (the kernel compiles in about one second here).
@@ -139,6 +146,21 @@ def native_library() -> tuple[Any, str | None]:
     return lib, None
 
 
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's pool of ``workers`` threads for the heads, made once: a pool made per call started its threads
+    on every layer and block (about 2 ms a thread, a tenth of a 2,048-position pass of a tiny model). Keyed by the
+    process too: a forked child inherits the dict but not the threads."""
+    key = (os.getpid(), workers)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="posviz-tiled")
+        return _POOLS[key]
+
+
 def why_not_native(inputs: Any) -> str | None:
     """Why ``inputs`` cannot take the compiled CPU kernel (None: it can)."""
     if inputs.bias is not None:
@@ -203,8 +225,8 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
         return 0
 
     workers = max(1, min(heads, threads or torch.get_num_threads()))
-    with torch.no_grad(), ThreadPoolExecutor(workers) as pool:
-        codes = list(pool.map(head, range(heads)))
+    with torch.no_grad():
+        codes = list(_pool(workers).map(head, range(heads))) if workers > 1 else [head(h) for h in range(heads)]
     if any(codes):
         raise RuntimeError("the compiled CPU kernel ran out of memory")
     sums.blocks += batch

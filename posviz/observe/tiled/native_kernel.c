@@ -5,8 +5,8 @@
  *   A. the logits, once, four rows at a time (each vector of keys loaded once for four queries): the online softmax
  *      (each query's largest logit m and sum l of exp(s - m), rescaled when m grows) and, in the same shift, the sum
  *      of e * (m - s) (the entropy is log l + that sum / l: two terms >= 0, where lse - sum a s would cancel the
- *      digits of a peaked row with large logits) and the mass by distance bin; the exponentials e are kept for the tile (TQ x n floats at
- *      most) with the shift of their chunk;
+ *      digits of a peaked row with large logits) and the mass by distance bin; the exponentials e are kept for the
+ *      tile (TQ x n floats at most) with the shift of their chunk;
  *   B. the weights a_ij = e_ij exp(shift - lse_i) into the row sums (mass, squares), the diagonal sums (the offset
  *      profile) and the attention received by each key, summed in float over the queries of one row of the map and
  *      then added to the received sums and pooled into that row of the map (double).
@@ -201,8 +201,8 @@ static inline void add_bins(const Params *p, int64_t exact, int64_t i, int64_t j
 
 /* Add a[0 .. len) (keys j0 ..) to row `row` of the map: exact, or pooled into map x map cells, cell c holding the
  * keys first[c] .. first[c + 1] - 1 (the keys j with j * map / n == c). */
-static inline void add_map(const Params *p, const int64_t *first, int64_t row, int64_t j0, int64_t len, const float *restrict a,
-                           double *restrict map) {
+static inline void add_map(const Params *p, const int64_t *first, int64_t row, int64_t j0, int64_t len,
+                           const float *restrict a, double *restrict map) {
     const int64_t m = p->map, n = p->n;
     double *restrict cells = map + row * m;
     if (m == n) {
@@ -264,13 +264,15 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
                 const int64_t grows = rows - g < 4 ? rows - g : 4;
                 int64_t gj0 = c1, gj1 = c0;  /* the keys of this chunk that any row of the group sees */
                 for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0,
+                                  j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
                     if (j1 > j0) { gj0 = j0 < gj0 ? j0 : gj0; gj1 = j1 > gj1 ? j1 : gj1; }
                 }
                 if (gj1 <= gj0) continue;
                 logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
                 for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0, j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0,
+                                  j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
                     if (j1 <= j0) continue;
                     const int64_t len = j1 - j0;
                     const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
@@ -329,7 +331,10 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             lse[r] = m[r] + log(l[r]);
             const int64_t lo = lo_key(p, i), hi = hi_key(p, i);
             if (hi > lo) {  /* widen the segment, zeroing what it newly covers */
-                if (seg_hi <= seg_lo) { memset(seg + lo, 0, sizeof(float) * (size_t)(hi - lo)); seg_lo = lo; seg_hi = hi; }
+                if (seg_hi <= seg_lo) {
+                    memset(seg + lo, 0, sizeof(float) * (size_t)(hi - lo));
+                    seg_lo = lo; seg_hi = hi;
+                }
                 if (lo < seg_lo) { memset(seg + lo, 0, sizeof(float) * (size_t)(seg_lo - lo)); seg_lo = lo; }
                 if (hi > seg_hi) { memset(seg + seg_hi, 0, sizeof(float) * (size_t)(hi - seg_hi)); seg_hi = hi; }
             }
