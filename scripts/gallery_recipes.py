@@ -353,6 +353,18 @@ LG_PILOT = {
     "parity-6000-lr5e-4": ["--tasks", "parity", "--seeds", "0", "1", "2", "--steps", "6000", "--eval-every", "500",
                            "--learning-rate", "5e-4", "--order", "seed"],
 }
+#: How long each budget of :data:`LG_PILOT` takes on the CPU, for the recipe's command.
+LG_PILOT_TIME = {"steps-1000": "20 runs, about 3 minutes each on one CPU core", "addition-15000": "45-50 minutes a run",
+                 "parity-6000": "30 runs, about 10 minutes each on one CPU core",
+                 "parity-6000-lr5e-4": "30 runs, 11-28 minutes each on one CPU core, two at a time"}
+
+
+def lg_pilot_command() -> str:
+    """The pilot recipe's command, one clause per budget of :data:`LG_PILOT` (its arguments, not a copy of them)."""
+    clauses = [f"{' '.join(args)} --results {LG}/pilot/{name} ({LG_PILOT_TIME[name]})" for name, args in LG_PILOT.items()]
+    return "scripts/length_generalisation.py --device cpu " + ", and ".join(clauses) + "; FIRE needs pip install ./examples/posviz-fire"
+
+
 LG_PILOT_FILES = [f"{LG}/pilot/{name}/{what}" for name in LG_PILOT
                   for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
 #: What a task run is made of beside the training code: the tasks, their data and loss, and FIRE (a plugin scheme).
@@ -448,12 +460,7 @@ RECIPES: tuple[Recipe, ...] = (
            " sorting, about 10 on SCAN; resumes; FIRE needs pip install ./examples/posviz-fire)",
            make=make_lg_runs, inputs=task_inputs, verify=verify_lg),
     Recipe("length-generalisation-pilot", "slow", LG_PILOT_FILES, LG_RUN_CODE,
-           f"scripts/length_generalisation.py --device cpu --tasks copy reverse --seeds 0 --steps 1000 --eval-every 250"
-           f" --results {LG}/pilot/steps-1000 (20 runs, about 3 minutes each on one CPU core), and --tasks addition"
-           f" --schemes rope-25 t5 none absolute alibi tisa --seeds 0 --steps 15000 --eval-every 1500 --results {LG}/pilot/addition-15000"
-           f" (45-50 minutes a run), and --tasks parity --seeds 0 1 2 --steps 6000 --eval-every 500 --results {LG}/pilot/parity-6000"
-           " (30 runs, about 10 minutes each on one CPU core), and the same with --learning-rate 5e-4 --order seed"
-           f" --results {LG}/pilot/parity-6000-lr5e-4; FIRE needs pip install ./examples/posviz-fire",
+           lg_pilot_command(),
            make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT]), verify=verify_lg_pilot),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],

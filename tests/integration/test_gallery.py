@@ -80,6 +80,16 @@ def test_every_module_of_the_corpus_passes_is_a_dependency_of_its_recipes():
     assert "posviz/observe/tiled/native_kernel.c" in listed
 
 
+def test_the_pilot_recipe_command_is_made_from_the_pilot_budgets():
+    """One clause per budget of LG_PILOT, with every argument of it and its own results folder: a budget added or
+    changed there is in the command a user reads, with no copy of it to keep in step."""
+    command = recipes.BY_NAME["length-generalisation-pilot"].command
+    clauses = command.split(", and ")
+    assert len(clauses) == len(recipes.LG_PILOT)
+    for clause, (name, args) in zip(clauses, recipes.LG_PILOT.items()):
+        assert f"{' '.join(args)} --results {recipes.LG}/pilot/{name} (" in clause
+
+
 def test_a_recipe_missing_from_the_manifest_is_stale():
     manifest = copy.deepcopy(MANIFEST)
     del manifest["outputs"]["minilm-demo"]
