@@ -298,8 +298,14 @@ def make_lg_pilot(work: Path) -> None:
         shutil.copytree(work / name, ROOT / LG / "pilot" / name)
 
 
+def lg_tables_args() -> list[str]:
+    """The comparison's tables: from its runs, each task of :data:`LG_TASK_RESULTS` from its pilot folder instead."""
+    pairs = [f"{task}={folder}" for task, folder in LG_TASK_RESULTS.items()]
+    return ["--phase", "tabulate", "--results", LG, *(["--task-results", *pairs] if pairs else [])]
+
+
 def make_lg_tables(out: Path) -> None:
-    python("scripts/length_generalisation.py", "--phase", "tabulate", "--results", LG)
+    python("scripts/length_generalisation.py", *lg_tables_args())
 
 
 def _verify_lg_run(work: Path, shipped: str, task: str, scheme: str, *budget: str) -> list[str]:
@@ -339,6 +345,10 @@ LONG_TABLES = [f"{LONG}/table.{ext}" for ext in ("md", "csv", "json")] + [f"{LON
 LG = "reports/length-generalisation"
 LG_RUNS = [f"{LG}/runs/*.json", f"{LG}/experiment.json"]
 LG_TABLES = [f"{LG}/table.md", f"{LG}/table.json", f"{LG}/figure.png", f"{LG}/attention.png"]
+#: Tasks the comparison's tables take from a pilot's folder: the budget at which every scheme learns them, where the
+#: comparison's own budget does not (the tables name it).
+LG_TASK_RESULTS: dict[str, str] = {}
+LG_TABLE_RUNS = [*LG_RUNS, *(f"{folder}/runs/{task}-*.json" for task, folder in LG_TASK_RESULTS.items())]
 #: The pilot's budgets beside the shipped one (3000 steps): how soon copy and reverse are learnt (seed 0, held-out
 #: evaluations every 250 steps), and whether addition is learnt at five times the steps by the schemes that did best
 #: and worst on it at 3000 steps (RoPE 25 %, T5 bias), by the best at length generalisation (NoPE), by the learned
@@ -464,8 +474,8 @@ RECIPES: tuple[Recipe, ...] = (
            make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT]), verify=verify_lg_pilot),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
-           f"scripts/length_generalisation.py --phase tabulate --results {LG}",
-           make=make_lg_tables, inputs=run_record_inputs(LG_RUNS)),
+           "scripts/length_generalisation.py " + " ".join(lg_tables_args()),
+           make=make_lg_tables, inputs=run_record_inputs(LG_TABLE_RUNS)),
     Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES, *LG_PILOT_FILES],
            f"edit {LG}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",

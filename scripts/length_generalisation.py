@@ -31,6 +31,9 @@ Usage (from the repository root)::
     OMP_NUM_THREADS=1 .venv/bin/python scripts/length_generalisation.py --device cpu --workers 2 --tasks sorting parity
     .venv/bin/python scripts/length_generalisation.py --workers 15 --device cuda     # a GPU: every task, 3 seeds
     .venv/bin/python scripts/length_generalisation.py --phase tabulate
+    # a task at the budget a pilot found for it (each task's runs share one budget; the tables name it)
+    .venv/bin/python scripts/length_generalisation.py --phase tabulate \
+        --task-results parity=reports/length-generalisation/pilot/parity-6000-lr5e-4
 """
 
 from __future__ import annotations
@@ -99,10 +102,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--examples", type=int, default=100, help="test examples per length (default: 100)")
     p.add_argument("--no-tables", action="store_true", help=argparse.SUPPRESS)  # a shard of --workers
     p.add_argument("--learnt", type=float, default=0.95, help="exact match within the trained lengths that counts as learnt (default: 0.95)")
+    p.add_argument("--task-results", nargs="+", default=[], metavar="TASK=RESULTS",
+                   help="tables: TASK's runs from RESULTS/runs (a pilot's budget at which every scheme learns it) in place of "
+                        "those under --results")
     args = p.parse_args(argv)
+    args.task_results = task_results(p, args.task_results)
     args.shard_k, args.shard_n = (int(x) for x in args.shard.split("/"))
     args.started = time.monotonic()
     return args
+
+
+def task_results(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Path]:
+    """``--task-results TASK=RESULTS ...`` as ``{task: folder}``; a bad pair is a usage error (exit 2)."""
+    out: dict[str, Path] = {}
+    for pair in pairs:
+        task, sep, folder = pair.partition("=")
+        if not sep or task not in TASKS or not folder:
+            parser.error(f"--task-results {pair}: expected TASK=RESULTS with TASK one of {', '.join(TASKS)}")
+        if task in out:
+            parser.error(f"--task-results: {task} given twice")
+        if not any((Path(folder) / "runs").glob(f"{task}-*.json")):
+            parser.error(f"--task-results {pair}: {Path(folder) / 'runs'} holds no run of {task}")
+        out[task] = Path(folder)
+    return out
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -268,6 +290,28 @@ def load_runs(results: Path) -> list[dict[str, Any]]:
     return runs
 
 
+def gather_runs(results: Path, elsewhere: dict[str, Path]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The runs the tables are made of: those under ``results``, each task of ``elsewhere`` taken from its own folder
+    instead (every folder checked as :func:`load_runs` does); and each task's budget: steps, peak learning rate (None:
+    the size's own) and the folder, relative to ``results``."""
+    runs = load_runs(results)
+    for task, folder in elsewhere.items():
+        runs = [r for r in runs if r["settings"]["task"] != task] + [r for r in load_runs(folder) if r["settings"]["task"] == task]
+    budgets: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        task = r["settings"]["task"]
+        folder = Path(os.path.relpath(elsewhere[task], results)).as_posix() if task in elsewhere else "."
+        budgets.setdefault(task, {"steps": r["settings"]["steps"], "learning_rate": r["settings"].get("learning_rate"),
+                                  "results": folder})
+    return runs, budgets
+
+
+def budget_text(budget: dict[str, Any]) -> str:
+    """``6000 steps, peak learning rate 0.0005`` (the rate only where one was given)."""
+    rate = budget.get("learning_rate")
+    return f"{budget['steps']} steps" + ("" if rate is None else f", peak learning rate {rate:g}")
+
+
 def scheme_of(run: dict[str, Any]) -> str:
     return run["run"].split("-", 1)[1].rsplit("-s", 1)[0]
 
@@ -333,11 +377,22 @@ def step_cell(row: dict[str, Any]) -> str:
     return str(steps) if counted is None else f"{steps} ({counted} of {row['seeds']} seeds)"
 
 
-def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float], mrr_tied: dict[str, float]) -> str:
+def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str, float], mrr_tied: dict[str, float],
+             budgets: dict[str, dict[str, Any]] | None = None) -> str:
+    """The tables: per task and scheme, then Kazemnejad et al.'s form and the MRR. ``budgets`` (from
+    :func:`gather_runs`): tasks whose runs come from another folder are named with their budget."""
+    budgets = budgets or {}
     steps = any(r.get("steps_to_learn") is not None for r in rows)  # records made before they kept evaluations: no column
     head = " steps to learn |" if steps else ""
-    lines = [f"| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |{head}",
-             "|---|---|---|---|---|---|" + ("---|" if steps else "")]
+    lines = []
+    moved = {t: b for t, b in budgets.items() if b["results"] != "."}
+    if moved:
+        own = sorted({budget_text(b) for b in budgets.values() if b["results"] == "."})
+        lines += ["Budgets: " + "; ".join(f"{t} from [{b['results']}]({b['results']}/table.md) ({budget_text(b)})"
+                                          for t, b in moved.items())
+                  + (f"; the other tasks {', '.join(own)}." if own else "."), ""]
+    lines += [f"| task | scheme | seeds | exact match within (mean, min over seeds) | exact match beyond | learnt |{head}",
+              "|---|---|---|---|---|---|" + ("---|" if steps else "")]
     for r in rows:
         cell = f" {step_cell(r)} |" if steps else ""
         lines.append(f"| {r['task']} | {LABELS[r['scheme']]} | {r['seeds']} | {r['within']:.3f} ({r['within_min']:.3f}) | "
@@ -347,7 +402,8 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
     if not tasks:  # a pilot's budget: nothing to rank
         return "\n".join([*lines, "", "No task is learnt by every scheme in every seed: no ranking."]) + "\n"
     seeds = {t: min(r["seeds"] for r in rows if r["task"] == t) for t in tasks}
-    head = [f"{t} ({seeds[t]} seed{'s' if seeds[t] > 1 else ''}{f'; chance {CHANCE[t]}' if t in CHANCE else ''})" for t in tasks]
+    head = [f"{t} ({seeds[t]} seed{'s' if seeds[t] > 1 else ''}{f'; {budget_text(moved[t])}' if t in moved else ''}"
+            f"{f'; chance {CHANCE[t]}' if t in CHANCE else ''})" for t in tasks]
     lines += ["", "| scheme | " + " | ".join(head) + " |", "|---" * (len(tasks) + 1) + "|"]
     for scheme in [s for s in SCHEMES if any(r["scheme"] == s for r in rows)]:
         cells = [next((f"{r['beyond']:.3f}" for r in rows if r["task"] == t and r["scheme"] == scheme), "—") for t in tasks]
@@ -361,8 +417,9 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def figure(runs: list[dict[str, Any]], path: Path) -> None:
-    """Exact match against length, one panel per task, one line per scheme (mean over seeds); dotted: trained length."""
+def figure(runs: list[dict[str, Any]], path: Path, budgets: dict[str, dict[str, Any]] | None = None) -> None:
+    """Exact match against length, one panel per task, one line per scheme (mean over seeds); dotted: trained length.
+    A task whose runs come from another folder (``budgets``) has its budget in its title."""
     import matplotlib
 
     from posviz.plots.common import new_figure, save_figure
@@ -390,7 +447,8 @@ def figure(runs: list[dict[str, Any]], path: Path) -> None:
             ax.axhline(CHANCE[task], color="0.5", ls="--", lw=0.8)
             ax.text(ax.get_xlim()[0], CHANCE[task] + 0.02, " chance (a one-bit answer)", fontsize=6.5, color="0.4")
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"{task} (dotted: trained length)", fontsize=9)
+        moved = (budgets or {}).get(task, {}).get("results", ".") != "."
+        ax.set_title(f"{task}{f', {budget_text(budgets[task])}' if moved else ''} (dotted: trained length)", fontsize=9)
         ax.set_xlabel("length (the task's own)", fontsize=8)
         ax.set_ylabel("exact match (greedy)", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -465,7 +523,7 @@ def attention_figure(picture: dict[str, Any], path: Path) -> None:
 def tabulate(args: argparse.Namespace) -> list[Path]:
     from posviz.util.atomic import write_text_atomic
 
-    runs = load_runs(args.results)
+    runs, budgets = gather_runs(args.results, args.task_results)
     if not runs:
         return []
     rows, learnt = summary(runs, args.learnt)
@@ -473,11 +531,11 @@ def tabulate(args: argparse.Namespace) -> list[Path]:
     picture = attention_picture(runs, rows, learnt)
     machines = sorted({json.dumps(r["machine"], sort_keys=True) for r in runs if "machine" in r})
     out = [args.results / "table.md", args.results / "table.json", args.results / "figure.png", args.results / "attention.png"]
-    write_text_atomic(out[0], markdown(rows, learnt, mrr, mrr_tied))
-    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "mrr": mrr, "mrr_tie": TIE, "mrr_with_ties": mrr_tied,
-                                          "paper_mrr": PAPER_MRR,
+    write_text_atomic(out[0], markdown(rows, learnt, mrr, mrr_tied, budgets))
+    write_text_atomic(out[1], json.dumps({"rows": rows, "learnt": learnt, "budgets": budgets, "mrr": mrr, "mrr_tie": TIE,
+                                          "mrr_with_ties": mrr_tied, "paper_mrr": PAPER_MRR,
                                           "attention": picture, "machines": [json.loads(m) for m in machines]}, indent=1) + "\n")
-    figure(runs, out[2])
+    figure(runs, out[2], budgets)
     if picture is not None:
         attention_figure(picture, out[3])
     return out[:3] if picture is None else out

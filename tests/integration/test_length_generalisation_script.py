@@ -100,6 +100,56 @@ def test_runs_from_other_data_are_refused(tmp_path):
         lg.load_runs(tmp_path)
 
 
+def _records(folder: Path, task: str, steps: int, beyond: dict[str, float], rate: float | None = None) -> None:
+    """One run record per scheme (seed 0) of ``task`` at ``steps``, exact match 1.0 within and ``beyond[scheme]`` past."""
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    for scheme, b in beyond.items():
+        settings = {"task": task, "task_data": {"train": {"sha256": task}}, "size": "tiny", "steps": steps, "batch_size": 8,
+                    "train_length": 8, **({} if rate is None else {"learning_rate": rate})}
+        extrapolate = [{"length": 8, "train_length": 8, "accuracy": 1.0}, {"length": 16, "train_length": 8, "accuracy": b}]
+        name = f"{task}-{scheme}-s0"
+        (folder / "runs" / f"{name}.json").write_text(json.dumps({"run": name, "settings": settings, "test_data": {"sha256": "t"},
+                                                                   "extrapolate": extrapolate}))
+
+
+def test_a_task_is_tabulated_at_the_budget_its_pilot_found(tmp_path):
+    """--task-results parity=PILOT: parity's runs come from the pilot's folder in place of the comparison's own (which
+    did not learn it), the tables name its budget, and the MRR ranks it with the other learnt tasks."""
+    sys.path.insert(0, str(SCRIPTS))
+    import length_generalisation as lg
+
+    main, pilot = tmp_path / "results", tmp_path / "results" / "pilot" / "parity-6000"
+    _records(main, "copy", 3000, {"none": 0.5, "rope": 0.1})
+    _records(main, "parity", 3000, {"none": 0.9, "rope": 0.9})
+    (main / "runs" / "parity-rope-s0.json").write_text((main / "runs" / "parity-rope-s0.json").read_text().replace(
+        '"accuracy": 1.0', '"accuracy": 0.6'))  # not learnt at the comparison's budget
+    _records(pilot, "parity", 6000, {"none": 0.2, "rope": 0.8}, rate=5e-4)
+    _records(pilot, "copy", 6000, {"none": 0.0, "rope": 0.0}, rate=5e-4)  # another task there: not taken
+    runs, budgets = lg.gather_runs(main, {"parity": pilot})
+    assert sorted(r["run"] for r in runs) == ["copy-none-s0", "copy-rope-s0", "parity-none-s0", "parity-rope-s0"]
+    assert {r["settings"]["steps"] for r in runs if r["settings"]["task"] == "parity"} == {6000}
+    assert budgets == {"copy": {"steps": 3000, "learning_rate": None, "results": "."},
+                       "parity": {"steps": 6000, "learning_rate": 5e-4, "results": "pilot/parity-6000"}}
+    rows, learnt = lg.summary(runs)
+    assert learnt == {"copy": True, "parity": True}
+    mrr = lg.mean_reciprocal_rank(rows, learnt)
+    assert mrr == pytest.approx({"none": (1 + 1 / 2) / 2, "rope": (1 / 2 + 1) / 2})
+    table = lg.markdown(rows, learnt, mrr, mrr, budgets)
+    assert table.startswith("Budgets: parity from [pilot/parity-6000](pilot/parity-6000/table.md) (6000 steps, peak learning "
+                            "rate 0.0005); the other tasks 3000 steps.")
+    assert "| parity (1 seed; 6000 steps, peak learning rate 0.0005; chance 0.5) |" in table
+    # without it, parity is the comparison's own and not learnt
+    rows, learnt = lg.summary(lg.gather_runs(main, {})[0])
+    assert learnt == {"copy": True, "parity": False}
+
+
+@pytest.mark.parametrize(("pair", "says"), [("parity", "expected TASK=RESULTS"), ("lego=x", "expected TASK=RESULTS"),
+                                            ("parity=nowhere", "holds no run of parity")])
+def test_a_bad_task_results_pair_is_one_line_and_exit_2(tmp_path, pair, says):
+    r = run(tmp_path, "--phase", "tabulate", "--task-results", pair, in_process=True)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
 def test_mean_reciprocal_rank_as_kazemnejad_et_al():
     """Per learnt task and seed, 1 / rank by exact match beyond the trained length (ties share the better rank)."""
     sys.path.insert(0, str(SCRIPTS))
