@@ -347,7 +347,7 @@ LG_RUNS = [f"{LG}/runs/*.json", f"{LG}/experiment.json"]
 LG_TABLES = [f"{LG}/table.md", f"{LG}/table.json", f"{LG}/figure.png", f"{LG}/attention.png"]
 #: Tasks the comparison's tables take from a pilot's folder: the budget at which every scheme learns them, where the
 #: comparison's own budget does not (the tables name it).
-LG_TASK_RESULTS: dict[str, str] = {}
+LG_TASK_RESULTS: dict[str, str] = {"parity": f"{LG}/pilot/parity-6000-lr5e-4"}
 LG_TABLE_RUNS = [*LG_RUNS, *(f"{folder}/runs/{task}-*.json" for task, folder in LG_TASK_RESULTS.items())]
 #: The pilot's budgets beside the shipped one (3000 steps): how soon copy and reverse are learnt (seed 0, held-out
 #: evaluations every 250 steps), and whether addition is learnt at five times the steps by the schemes that did best
