@@ -86,7 +86,7 @@ def test_the_pilot_recipe_command_is_made_from_the_pilot_budgets():
     command = recipes.BY_NAME["length-generalisation-pilot"].command
     clauses = command.split(", and ")
     assert len(clauses) == len(recipes.LG_PILOT)
-    for clause, (name, args) in zip(clauses, recipes.LG_PILOT.items()):
+    for clause, (name, args) in zip(clauses, recipes.LG_PILOT.items(), strict=True):
         assert f"{' '.join(args)} --results {recipes.LG}/pilot/{name} (" in clause
 
 
