@@ -93,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS, help="tasks (default: all)")
     p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=list(SCHEMES), help="schemes (default: all)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (default: 0 1 2)")
-    p.add_argument("--size", default="tiny", choices=("tiny", "small", "base"), help="model size (default: tiny)")
+    p.add_argument("--size", default="tiny", help="model size: tiny, small, base or a shape such as 2x64 (posviz train --size; default: tiny)")
     p.add_argument("--steps", type=int, default=3000, help="training steps of every run (default: 3000)")
     p.add_argument("--eval-every", type=int, default=500, help="held-out evaluation and checkpoint interval (default: 500)")
     p.add_argument("--batch-size", type=int, default=64, help="examples per step (default: 64)")
@@ -306,6 +306,11 @@ def gather_runs(results: Path, elsewhere: dict[str, Path]) -> tuple[list[dict[st
     return runs, budgets
 
 
+def moved_budgets(budgets: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The budgets (from :func:`gather_runs`) of the tasks whose runs come from another results folder."""
+    return {t: b for t, b in (budgets or {}).items() if b["results"] != "."}
+
+
 def budget_text(budget: dict[str, Any]) -> str:
     """``6000 steps, peak learning rate 0.0005`` (the rate only where one was given)."""
     rate = budget.get("learning_rate")
@@ -385,7 +390,7 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
     steps = any(r.get("steps_to_learn") is not None for r in rows)  # records made before they kept evaluations: no column
     head = " steps to learn |" if steps else ""
     lines = []
-    moved = {t: b for t, b in budgets.items() if b["results"] != "."}
+    moved = moved_budgets(budgets)
     if moved:
         own = sorted({budget_text(b) for b in budgets.values() if b["results"] == "."})
         lines += ["Budgets: " + "; ".join(f"{t} from [{b['results']}]({b['results']}/table.md) ({budget_text(b)})"
@@ -433,6 +438,7 @@ def figure(runs: list[dict[str, Any]], path: Path, budgets: dict[str, dict[str, 
         ax.set_visible(False)
     axes = axes[: len(tasks)]
     colours = matplotlib.colormaps["tab10"]
+    moved = moved_budgets(budgets)
     for ax, task in zip(axes, tasks, strict=True):
         trained = next(r["settings"]["train_length"] for r in runs if r["settings"]["task"] == task)
         for i, scheme in enumerate(SCHEMES):
@@ -447,8 +453,7 @@ def figure(runs: list[dict[str, Any]], path: Path, budgets: dict[str, dict[str, 
             ax.axhline(CHANCE[task], color="0.5", ls="--", lw=0.8)
             ax.text(ax.get_xlim()[0], CHANCE[task] + 0.02, " chance (a one-bit answer)", fontsize=6.5, color="0.4")
         ax.set_ylim(-0.02, 1.02)
-        moved = (budgets or {}).get(task, {}).get("results", ".") != "."
-        ax.set_title(f"{task}{f', {budget_text(budgets[task])}' if moved else ''} (dotted: trained length)", fontsize=9)
+        ax.set_title(f"{task}{f', {budget_text(moved[task])}' if task in moved else ''} (dotted: trained length)", fontsize=9)
         ax.set_xlabel("length (the task's own)", fontsize=8)
         ax.set_ylabel("exact match (greedy)", fontsize=8)
         ax.tick_params(labelsize=7)

@@ -17,12 +17,6 @@ class Objective(str, Enum):
     causal = "causal"
 
 
-class Size(str, Enum):
-    tiny = "tiny"
-    small = "small"
-    base = "base"
-
-
 class _Display:
     """Rich progress bar on stderr, fed by the training callbacks."""
 
@@ -65,7 +59,7 @@ def command(
     rotary_fraction: Annotated[float | None, typer.Option("--rotary-fraction", help="Share of each head's dimensions RoPE rotates, 0 < F <= 1, an even number of them (GPT-NeoX's rotary_pct); --scheme rope only. (default: 1)", show_default=False)] = None,
     corpus: Annotated[list[str] | None, typer.Option("--corpus", help="Text file, folder of .txt/.md/.rst files, a packaged corpus (cpython-3.11.7-docstrings[:N], the default: the same bytes everywhere), stdlib-docstrings[:N] (the running Python's: machine-dependent) or a HF dataset id; repeatable.", show_default=False)] = None,
     tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Existing tokenizer (folder or hub id); default: train a WordPiece tokenizer on the corpus.", show_default=False)] = None,
-    size: Annotated[Size | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads) or base (ALBERT base: 12×768, 12 heads). (default: tiny)", show_default=False)] = None,
+    size: Annotated[str | None, typer.Option("--size", help="tiny (4×128, 4 heads), small (6×256, 4 heads), base (ALBERT base: 12×768, 12 heads), or a shape LAYERSxWIDTH[xHEADS] such as 2x64 (heads of 32 unless given, feed-forward 4× the width, embeddings half of it). (default: tiny)", show_default=False)] = None,
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="Optimizer steps. (default: 500)", show_default=False)] = None,
     seq_len: Annotated[int | None, typer.Option("--seq-len", min=8, max=8192, help="Tokens per block, = max positions. (default: 128)", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder. (default: runs/SCHEME-SIZE-sSEED)", show_default=False)] = None,
@@ -74,7 +68,7 @@ def command(
     eval_every: Annotated[int | None, typer.Option("--eval-every", min=1, help="Evaluate (loss, accuracy, Toeplitzness) every N steps. (default: 50)", show_default=False)] = None,
     save_every: Annotated[int | None, typer.Option("--save-every", min=1, help="Checkpoint every N steps. (default: --eval-every)", show_default=False)] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, help="Blocks per step and device. (default: 16)", show_default=False)] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Peak learning rate. (default: 1e-3 tiny, 5e-4 small, 1e-4 base)", show_default=False)] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Peak learning rate. (default: 1e-3 tiny, 5e-4 small, 1e-4 base; a shape that of the first of them at least as wide)", show_default=False)] = None,
     vocab_size: Annotated[int | None, typer.Option("--vocab-size", min=100, help="Vocabulary of the trained tokenizer. (default: 8000)", show_default=False)] = None,
     kernels: Annotated[int | None, typer.Option("--kernels", min=1, help="TISA kernels per head. (default: 5)", show_default=False)] = None,
     precision: Annotated[Precision | None, typer.Option("--precision", help="auto: bf16/fp16 autocast on CUDA, fp32 on CPU. (default: auto)", show_default=False)] = None,
@@ -110,7 +104,7 @@ def command(
 
     given = {
         "scheme": scheme, "corpus": corpus or None, "tokenizer": tokenizer,
-        "size": size.value if size else None, "steps": steps, "seq_len": seq_len, "seed": seed,
+        "size": size, "steps": steps, "seq_len": seq_len, "seed": seed,
         "eval_every": eval_every, "save_every": save_every, "batch_size": batch_size, "learning_rate": lr,
         "vocab_size": vocab_size, "tisa_kernels": kernels, "precision": precision.value if precision else None, "keep": keep,
         "dropout": dropout, "train_fraction": train_fraction, "objective": objective.value if objective else None,

@@ -19,7 +19,7 @@ from transformers import (
 
 from posviz.models.causal_lm import PosvizForCausalLM
 from posviz.models.classification import PosvizForSequenceClassification
-from posviz.models.configuration_posviz import SCHEMES, SIZES, PosvizAlbertConfig
+from posviz.models.configuration_posviz import SCHEMES, SIZES, PosvizAlbertConfig, size_dimensions
 from posviz.models.modeling_posviz import PosvizForMaskedLM, PosvizModel, PosvizPreTrainedModel
 from posviz.models.position_terms import position_table, positional_scores
 
@@ -32,6 +32,7 @@ AutoModelForSequenceClassification.register(PosvizAlbertConfig, PosvizForSequenc
 __all__ = [
     "SCHEMES",
     "SIZES",
+    "size_dimensions",
     "PosvizAlbertConfig",
     "PosvizForCausalLM",
     "PosvizForMaskedLM",

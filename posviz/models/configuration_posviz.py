@@ -10,6 +10,7 @@ fields choose and size the positional scheme (RoPE's ``rope_theta`` and
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,47 @@ SIZES: dict[str, dict[str, int]] = {
     "small": dict(embedding_size=128, hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024),
     "base": dict(embedding_size=128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
 }
+
+#: Head width of a shape given as ``LAYERSxWIDTH`` without its heads (that of tiny).
+SHAPE_HEAD_DIM = 32
+_SHAPE = re.compile(r"(\d+)x(\d+)(?:x(\d+))?")
+
+
+def size_dimensions(size: str) -> dict[str, int]:
+    """The dimensions of a model size: a named one (:data:`SIZES`) or a shape ``LAYERSxWIDTH[xHEADS]``.
+
+    A shape follows tiny and small (``4x128`` is tiny, ``6x256x4`` small): heads of :data:`SHAPE_HEAD_DIM` dimensions
+    unless ``HEADS`` is given, a feed-forward four times the width and, as in ALBERT, token embeddings of half the
+    width projected up to it. So ``2x64`` is a model of 2 layers, 64 wide, with 2 heads of 32.
+
+    Parameters
+    ----------
+    size
+        ``tiny``, ``small``, ``base`` or a shape such as ``2x64`` or ``2x64x4``.
+
+    Returns
+    -------
+    dict
+        ``embedding_size``, ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads`` and ``intermediate_size``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or a shape outside 1-48 layers and 16-4096 wide, or a width its heads do not divide.
+    """
+    if size in SIZES:
+        return dict(SIZES[size])
+    match = _SHAPE.fullmatch(size)
+    if match is None:
+        raise ValueError(f"unknown size {size!r}: one of {', '.join(SIZES)}, or LAYERSxWIDTH[xHEADS] such as 2x64")
+    layers, width = int(match[1]), int(match[2])
+    heads = int(match[3]) if match[3] else max(1, width // SHAPE_HEAD_DIM)
+    if not (1 <= layers <= 48 and 16 <= width <= 4096):
+        raise ValueError(f"size {size!r}: a shape has 1 to 48 layers and a width of 16 to 4096")
+    if not (1 <= heads <= width and width % heads == 0):
+        raise ValueError(f"size {size!r}: {heads} heads do not divide a width of {width}")
+    return dict(embedding_size=width // 2, hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+                intermediate_size=4 * width)
 
 
 class PosvizAlbertConfig(PretrainedConfig):

@@ -16,8 +16,26 @@ from typing import Any
 
 from posviz.errors import OptionError
 
-#: Default peak learning rates per size (linear warm-up over 10% of the steps, then linear decay).
+#: Default peak learning rates per size (linear warm-up over 10% of the steps, then linear decay); a shape such as
+#: ``2x64`` takes that of the first named size at least as wide (:func:`default_learning_rate`).
 LEARNING_RATES = {"tiny": 1e-3, "small": 5e-4, "base": 1e-4}
+
+
+def default_learning_rate(size: str) -> float:
+    """The default peak learning rate of ``size``: a named size's own, or, for a shape, that of the first named
+    size at least as wide (``2x64`` takes tiny's 1e-3, ``8x512`` base's 1e-4).
+
+    Parameters
+    ----------
+    size
+        A named size or a shape (:func:`posviz.models.configuration_posviz.size_dimensions`).
+    """
+    from posviz.models.configuration_posviz import SIZES, size_dimensions
+
+    if size in LEARNING_RATES:
+        return LEARNING_RATES[size]
+    width = size_dimensions(size)["hidden_size"]
+    return next((LEARNING_RATES[name] for name in LEARNING_RATES if SIZES[name]["hidden_size"] >= width), LEARNING_RATES["base"])
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: Training objectives: masked LM (bidirectional, the default) or causal LM (next token, causal mask).
 OBJECTIVES = ("mlm", "causal")
@@ -119,20 +137,23 @@ class TrainOptions:
     task_examples: int = 1000
 
     def __post_init__(self) -> None:
-        from posviz.models.configuration_posviz import SIZES
+        from posviz.models.configuration_posviz import size_dimensions
         from posviz.schemes.modules.plugins import BUILT_IN, known_schemes, load_plugin
 
         self.out = Path(self.out)
         self.corpus = list(self.corpus)
         if self.task is not None:
             self._task_defaults()
+        try:
+            dims = size_dimensions(self.size)
+        except ValueError as e:
+            raise OptionError(str(e), "tiny is 4x128, small 6x256x4: LAYERSxWIDTH[xHEADS]") from None
         if self.learning_rate is None:
-            self.learning_rate = LEARNING_RATES.get(self.size, 1e-4)
+            self.learning_rate = default_learning_rate(self.size)
         if self.save_every is None:
             self.save_every = self.eval_every
         checks = [
             (self.scheme in known_schemes(), f"unknown scheme {self.scheme!r}", f"choose one of {', '.join(known_schemes())}"),
-            (self.size in SIZES, f"unknown size {self.size!r}", f"choose one of {', '.join(SIZES)}"),
             (self.precision in PRECISIONS, f"unknown precision {self.precision!r}", f"choose one of {', '.join(PRECISIONS)}"),
             (self.steps >= 1, "--steps must be at least 1", None),
             (8 <= self.seq_len <= 8192, "--seq-len must be between 8 and 8192", None),
@@ -153,7 +174,7 @@ class TrainOptions:
                 raise OptionError(message, hint)
         if self.scheme not in BUILT_IN:  # another package's scheme: it must import before anything is written
             load_plugin(self.scheme)
-        head_dim = SIZES[self.size]["hidden_size"] // SIZES[self.size]["num_attention_heads"]
+        head_dim = dims["hidden_size"] // dims["num_attention_heads"]
         rotated = int(head_dim * self.rotary_fraction)
         if self.scheme == "rope" and (rotated < 2 or rotated % 2):
             raise OptionError(f"--rotary-fraction {self.rotary_fraction:g} rotates {rotated} of the {head_dim} dimensions of a "
@@ -260,8 +281,9 @@ def training_arguments(options: TrainOptions, flags: dict[str, Any]):
 
 def model_config(options: TrainOptions, tokenizer: Any):
     """The model configuration of a run: its size, scheme, objective and block length, the tokenizer's special ids."""
-    from posviz.models import SIZES, PosvizAlbertConfig
+    from posviz.models import PosvizAlbertConfig, size_dimensions
 
+    dims = size_dimensions(options.size)
     return PosvizAlbertConfig(
         vocab_size=len(tokenizer),
         max_position_embeddings=options.seq_len,
@@ -270,11 +292,11 @@ def model_config(options: TrainOptions, tokenizer: Any):
         partial_rotary_factor=options.rotary_fraction,
         is_causal=options.objective == "causal",
         tisa_kernels=options.tisa_kernels,
-        num_hidden_groups=1 if options.shared_layers else SIZES[options.size]["num_hidden_layers"],
+        num_hidden_groups=1 if options.shared_layers else dims["num_hidden_layers"],
         hidden_dropout_prob=options.dropout,
         attention_probs_dropout_prob=options.dropout,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.eos_token_id if options.task else tokenizer.sep_token_id,  # a task's answer ends in [EOS]
-        **SIZES[options.size],
+        **dims,
     )

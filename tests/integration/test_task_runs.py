@@ -154,6 +154,27 @@ def test_the_python_api_and_frame(copy_runs):
     assert r.records()[0]["task"] == "copy" and "exact match" in r.conventions
 
 
+def test_a_run_of_a_shape_has_that_shape_and_is_evaluated_like_a_named_size(tmp_path):
+    """--size LAYERSxWIDTH: the checkpoint has those dimensions (and heads of 32), the run records the shape and the
+    default learning rate of the first named size at least as wide, and extrapolate reads its heads from it."""
+    from posviz.models import size_dimensions
+
+    out = tmp_path / "mini"
+    with one_torch_thread():
+        res = cli("train", "--scheme", "alibi", "--size", "2x64", "--out", str(out), *TASK_ARGS[:-6], "--steps", "4",
+                  "--eval-every", "4", "--batch-size", "8")
+    assert res.exit_code == 0, res.output
+    info = json.loads((out / "run.json").read_text())
+    assert info["size"] == "2x64" and info["learning_rate"] == 1e-3
+    config = json.loads((out / "checkpoint-4" / "config.json").read_text())
+    assert {k: config[k] for k in size_dimensions("2x64")} == dict(embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                                                                    num_attention_heads=2, intermediate_size=256)
+    res = cli("extrapolate", str(out), "--task", "copy", "--lengths", "3,8", "--examples", "4", "--format", "json")
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.stdout)
+    assert [r["length"] for r in records] == [3, 8] and all(len(r["heads"]) == 2 * 2 for r in records)
+
+
 @pytest.mark.parametrize("exact_maps", [False, True])
 def test_offset_profiles_against_the_attention_maps(copy_runs, exact_maps):
     """The offset profile of a task length (tiled and eager) is the mean weight on each diagonal of the maps, computed here."""

@@ -205,6 +205,9 @@ def _bad_inputs(corpus: Path, tmp: Path, existing: Path):
         (["--scheme", "tisa", "--corpus", str(corpus), "--dropout", "1", "--out", str(tmp / "o8")], "--dropout must be at least 0 and below 1"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--train-fraction", "0", "--out", str(tmp / "o9")], "--train-fraction must be above 0"),
         (["--scheme", "tisa", "--corpus", str(corpus), "--train-fraction", "1.5", "--out", str(tmp / "o10")], "--train-fraction must be above 0"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--size", "huge", "--out", str(tmp / "o11")], "unknown size 'huge'"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--size", "3x100", "--out", str(tmp / "o12")], "3 heads do not divide a width of 100"),
+        (["--scheme", "tisa", "--corpus", str(corpus), "--size", "0x64", "--out", str(tmp / "o13")], "1 to 48 layers"),
     ]
 
 
