@@ -287,11 +287,12 @@ def make_lg_runs(work: Path) -> None:
     shutil.copy2(work / "results" / "experiment.json", ROOT / LG / "experiment.json")
 
 
-def make_lg_pilot(work: Path) -> None:
-    """The pilot's runs (:data:`LG_PILOT`), each budget into its own results folder, then copied into reports/."""
+def make_lg_pilot(work: Path, pilot: dict[str, list[str]] | None = None) -> None:
+    """A pilot's runs (``pilot``: :data:`LG_PILOT` or :data:`LG_SIZE_PILOT`), each budget into its own results folder,
+    then copied into reports/."""
     import shutil
 
-    for name, args in LG_PILOT.items():
+    for name, args in (LG_PILOT if pilot is None else pilot).items():
         python(ROOT / "scripts/length_generalisation.py", *args, "--device", "cpu", "--out", f"runs-{name}", "--results", name,
                cwd=work)
         shutil.rmtree(ROOT / LG / "pilot" / name, ignore_errors=True)
@@ -326,9 +327,18 @@ def verify_lg(work: Path) -> list[str]:
 
 def verify_lg_pilot(work: Path) -> list[str]:
     """Rerun the pilot's ``copy-absolute-s0`` at its 1000 steps (about 4 minutes on one core)."""
-    pilot = LG_PILOT["steps-1000"]
-    budget = [pilot[pilot.index(flag) + 1] for flag in ("--steps", "--eval-every")]
-    return _verify_lg_run(work, f"{LG}/pilot/steps-1000", "copy", "absolute", "--steps", budget[0], "--eval-every", budget[1])
+    return _verify_lg_run(work, f"{LG}/pilot/steps-1000", "copy", "absolute", *_budget(LG_PILOT["steps-1000"]))
+
+
+def verify_lg_size_pilot(work: Path) -> list[str]:
+    """Rerun the size pilot's ``sorting-absolute-s0`` at its size and 3000 steps."""
+    return _verify_lg_run(work, f"{LG}/pilot/size-2x64", "sorting", "absolute", *_budget(LG_SIZE_PILOT["size-2x64"]))
+
+
+def _budget(args: list[str]) -> list[str]:
+    """The size and step options of a pilot budget's arguments (those a rerun of one of its runs needs)."""
+    return [x for flag in ("--size", "--steps", "--eval-every", "--learning-rate") if flag in args
+            for x in (flag, args[args.index(flag) + 1])]
 
 
 def _head_epoch() -> str:
@@ -369,14 +379,32 @@ LG_PILOT_TIME = {"steps-1000": "20 runs, about 3 minutes each on one CPU core", 
                  "parity-6000-lr5e-4": "30 runs, 11-28 minutes each on one CPU core, two at a time"}
 
 
-def lg_pilot_command() -> str:
-    """The pilot recipe's command, one clause per budget of :data:`LG_PILOT` (its arguments, not a copy of them)."""
-    clauses = [f"{' '.join(args)} --results {LG}/pilot/{name} ({LG_PILOT_TIME[name]})" for name, args in LG_PILOT.items()]
+#: The search for the smallest model: the comparison's budgets (3000 steps; parity 6000 at a peak rate of 5e-4, the
+#: budget its tables take) at a size below tiny, 2x64 (2 layers of width 64, 2 heads of 32, feed-forward 256).
+LG_SIZE_PILOT = {
+    "size-2x64": ["--size", "2x64", "--tasks", "copy", "sorting", "reverse", "scan", "--seeds", "0", "--steps", "3000",
+                  "--eval-every", "500"],
+    "size-2x64-parity": ["--size", "2x64", "--tasks", "parity", "--seeds", "0", "--steps", "6000", "--eval-every", "500",
+                         "--learning-rate", "5e-4"],
+}
+LG_SIZE_PILOT_TIME = {"size-2x64": "40 runs, 2-6 minutes each on one CPU core", "size-2x64-parity": "10 runs, about 3 minutes each"}
+
+
+def lg_pilot_command(pilot: dict[str, list[str]] | None = None, times: dict[str, str] | None = None) -> str:
+    """A pilot recipe's command, one clause per budget of ``pilot`` (:data:`LG_PILOT` by default; its arguments, not
+    a copy of them) with its time from ``times``."""
+    pilot, times = (LG_PILOT, LG_PILOT_TIME) if pilot is None else (pilot, times or {})
+    clauses = [f"{' '.join(args)} --results {LG}/pilot/{name} ({times[name]})" for name, args in pilot.items()]
     return "scripts/length_generalisation.py --device cpu " + ", and ".join(clauses) + "; FIRE needs pip install ./examples/posviz-fire"
 
 
-LG_PILOT_FILES = [f"{LG}/pilot/{name}/{what}" for name in LG_PILOT
-                  for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
+def pilot_files(pilot: dict[str, list[str]]) -> list[str]:
+    """The shipped files of a pilot's budgets: per budget, its run records, budget, tables and figures."""
+    return [f"{LG}/pilot/{name}/{what}" for name in pilot for what in ("runs/*.json", "experiment.json", "table.md", "table.json", "*.png")]
+
+
+LG_PILOT_FILES = pilot_files(LG_PILOT)
+LG_SIZE_PILOT_FILES = pilot_files(LG_SIZE_PILOT)
 #: What a task run is made of beside the training code: the tasks, their data and loss, and FIRE (a plugin scheme).
 TASK_CODE = ["posviz/tasks/*.py", "posviz/train/task_data.py", "examples/posviz-fire/posviz_fire/*.py"]
 #: The code a length-generalisation run (shipped comparison or pilot) is made by.
@@ -472,11 +500,15 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("length-generalisation-pilot", "slow", LG_PILOT_FILES, LG_RUN_CODE,
            lg_pilot_command(),
            make=make_lg_pilot, inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_PILOT]), verify=verify_lg_pilot),
+    Recipe("length-generalisation-size-pilot", "slow", LG_SIZE_PILOT_FILES, LG_RUN_CODE,
+           lg_pilot_command(LG_SIZE_PILOT, LG_SIZE_PILOT_TIME),
+           make=lambda work: make_lg_pilot(work, LG_SIZE_PILOT),
+           inputs=lambda: task_inputs([f"{LG}/pilot/{name}" for name in LG_SIZE_PILOT]), verify=verify_lg_size_pilot),
     Recipe("length-generalisation-tables", "quick", LG_TABLES,
            ["scripts/length_generalisation.py", "posviz/plots/common.py", "posviz/util/atomic.py"],
            "scripts/length_generalisation.py " + " ".join(lg_tables_args()),
            make=make_lg_tables, inputs=run_record_inputs(LG_TABLE_RUNS)),
-    Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES, *LG_PILOT_FILES],
+    Recipe("length-generalisation-prose", "prose", [f"{LG}/README.md"], [*LG_TABLES, *LG_PILOT_FILES, *LG_SIZE_PILOT_FILES],
            f"edit {LG}/README.md by hand: it quotes the tables beside it"),
     Recipe("hidden-schemes", "slow", ["reports/hidden-schemes/hidden-schemes.csv", "reports/hidden-schemes/table.md",
                                       "reports/hidden-schemes/figure.png"],

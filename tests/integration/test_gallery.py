@@ -80,14 +80,19 @@ def test_every_module_of_the_corpus_passes_is_a_dependency_of_its_recipes():
     assert "posviz/observe/tiled/native_kernel.c" in listed
 
 
-def test_the_pilot_recipe_command_is_made_from_the_pilot_budgets():
-    """One clause per budget of LG_PILOT, with every argument of it and its own results folder: a budget added or
-    changed there is in the command a user reads, with no copy of it to keep in step."""
-    command = recipes.BY_NAME["length-generalisation-pilot"].command
+@pytest.mark.parametrize(("recipe", "pilot"), [("length-generalisation-pilot", "LG_PILOT"),
+                                               ("length-generalisation-size-pilot", "LG_SIZE_PILOT")])
+def test_the_pilot_recipe_command_is_made_from_the_pilot_budgets(recipe, pilot):
+    """One clause per budget of LG_PILOT (LG_SIZE_PILOT), with every argument of it and its own results folder: a
+    budget added or changed there is in the command a user reads, with no copy of it to keep in step."""
+    budgets = getattr(recipes, pilot)
+    command = recipes.BY_NAME[recipe].command
     clauses = command.split(", and ")
-    assert len(clauses) == len(recipes.LG_PILOT)
-    for clause, (name, args) in zip(clauses, recipes.LG_PILOT.items(), strict=True):
+    assert len(clauses) == len(budgets)
+    for clause, (name, args) in zip(clauses, budgets.items(), strict=True):
         assert f"{' '.join(args)} --results {recipes.LG}/pilot/{name} (" in clause
+    # a rerun of one of its runs takes the budget's size and steps
+    assert recipes._budget(budgets[next(iter(budgets))])[:2] == (["--size", "2x64"] if "SIZE" in pilot else ["--steps", "1000"])
 
 
 def test_a_recipe_missing_from_the_manifest_is_stale():
