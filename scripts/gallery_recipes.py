@@ -184,6 +184,70 @@ def make_hidden_schemes(work: Path) -> None:
            "--none", ROOT / "reports/hidden-known-facts/none-bidirectional.csv", cwd=work)
 
 
+def compare_rows(shipped: str, rerun: Path, match: dict[str, str], rtol: float = 1e-3, atol: float = 1e-6) -> list[str]:
+    """The rows of ``rerun`` (a CSV of per-layer measurements) against the shipped rows of the same run (``match``:
+    the columns that name it, such as scheme and seed), number by number, layer by layer.
+
+    Returns the largest difference of each numeric column; raises CalledProcessError (nothing is recorded) when the
+    rerun lacks a shipped row or a number differs by more than ``atol + rtol * |shipped|``.
+    """
+    import csv
+
+    def rows(path: Path) -> dict[str, dict[str, str]]:
+        with open(path, encoding="utf-8", newline="") as f:
+            return {r["layer"]: r for r in csv.DictReader(f) if all(r[k] == v for k, v in match.items())}
+
+    def number(x: str) -> float | None:
+        try:
+            return float(x)
+        except ValueError:
+            return None
+
+    ours, theirs = rows(ROOT / shipped), rows(rerun)
+    name = ", ".join(f"{k} {v}" for k, v in match.items())
+    if not ours or set(ours) != set(theirs):
+        print(f"{shipped}: layers {sorted(ours)} shipped for {name}, {sorted(theirs)} rerun", file=sys.stderr)
+        raise subprocess.CalledProcessError(1, ["compare_rows", shipped, str(rerun)])
+    worst: dict[str, tuple[float, bool]] = {}
+    for layer, row in ours.items():
+        for column, value in row.items():
+            a, b = number(value), number(theirs[layer].get(column, ""))
+            if column in match or column == "layer" or a is None:
+                continue
+            diff = abs(a - b) if b is not None else float("inf")
+            bad = not diff <= atol + rtol * abs(a)
+            old = worst.get(column, (0.0, False))
+            worst[column] = (max(old[0], diff), old[1] or bad)
+    lines = [f"{shipped} ({name}, {len(ours)} layers) against a rerun at this commit, largest difference per column:"]
+    lines += [f"  {column}: {diff:.3g}{'  (over the tolerance)' if bad else ''}" for column, (diff, bad) in worst.items()]
+    print("\n".join(lines), file=sys.stderr)
+    if any(bad for _, bad in worst.values()):
+        raise subprocess.CalledProcessError(1, ["compare_rows", shipped, str(rerun)])
+    return lines
+
+
+def verify_none_bidirectional(work: Path) -> list[str]:
+    """Rerun seed 0 of the bidirectional ``none`` runs (300 steps, then ``posviz hidden``) and compare its rows."""
+    python(ROOT / "scripts/none_bidirectional.py", "--seeds", "0", "--out", "runs", "--results", "results", cwd=work)
+    return compare_rows("reports/hidden-known-facts/none-bidirectional.csv", work / "results/none-bidirectional.csv",
+                        {"seed": "0"})
+
+
+def verify_hidden_schemes(work: Path) -> list[str]:
+    """Rerun ``alibi-s0`` (300 steps, then ``posviz hidden``) and compare its rows."""
+    python(ROOT / "scripts/hidden_schemes.py", "--schemes", "alibi", "--seeds", "0", "--out", "runs", "--results", "results",
+           "--none", ROOT / "reports/hidden-known-facts/none-bidirectional.csv", cwd=work)
+    return compare_rows("reports/hidden-schemes/hidden-schemes.csv", work / "results/hidden-schemes.csv",
+                        {"scheme": "alibi", "seed": "0"})
+
+
+def verify_nope_causal(work: Path) -> list[str]:
+    """Rerun seed 0 (the NoPE and the learned-table GPT-2, 400 steps each) and compare both models' rows."""
+    python("scripts/nope_causal.py", "--steps", "400", "--seeds", "0", "--out", work)
+    return [line for scheme in ("nope", "learned")
+            for line in compare_rows("reports/hidden-known-facts/nope-causal.csv", work / "nope-causal.csv", {"scheme": scheme, "seed": "0"})]
+
+
 def make_tstl_runs(work: Path) -> None:
     python("scripts/train_short_test_long.py", "--out", work, "--results", TSTL)
 
@@ -462,11 +526,11 @@ RECIPES: tuple[Recipe, ...] = (
            ["scripts/nope_causal.py", *OBSERVE_HIDDEN, *TOEPLITZ, "posviz/train/corpus.py", "posviz/train/corpora/*.json.gz",
             "posviz/train/tokenizer.py"],
            "scripts/nope_causal.py --steps 400 --seeds 0,1,2 --out runs/nope-causal (then copy nope-causal.csv)",
-           make=make_nope_causal, inputs=corpus_inputs),
+           make=make_nope_causal, inputs=corpus_inputs, verify=verify_nope_causal),
     Recipe("none-bidirectional", "slow", ["reports/hidden-known-facts/none-bidirectional.csv"],
            ["scripts/none_bidirectional.py", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],
            "scripts/none_bidirectional.py --out runs/none-bidirectional --results reports/hidden-known-facts",
-           make=make_none_bidirectional, inputs=corpus_inputs),
+           make=make_none_bidirectional, inputs=corpus_inputs, verify=verify_none_bidirectional),
     Recipe("train-short-test-long-runs", "slow", TSTL_RUNS,
            ["scripts/train_short_test_long.py", "scripts/albert_v1_v2.py", *TRAIN, *EXTRAPOLATE, *OBSERVE_ATTENTION, *TOEPLITZ, *READ],
            f"scripts/train_short_test_long.py --out runs/train-short-test-long --results {TSTL} (about an hour on two cores;"
@@ -514,7 +578,7 @@ RECIPES: tuple[Recipe, ...] = (
                                       "reports/hidden-schemes/figure.png"],
            ["scripts/hidden_schemes.py", "reports/hidden-known-facts/none-bidirectional.csv", *OBSERVE_HIDDEN, *TRAIN, *TOEPLITZ],
            "scripts/hidden_schemes.py --out runs/hidden-schemes --results reports/hidden-schemes (12 runs; about 40 minutes)",
-           make=make_hidden_schemes, inputs=corpus_inputs),
+           make=make_hidden_schemes, inputs=corpus_inputs, verify=verify_hidden_schemes),
     Recipe("hidden-schemes-prose", "prose", ["reports/hidden-schemes/README.md"],
            ["reports/hidden-schemes/table.md", "reports/hidden-schemes/hidden-schemes.csv"],
            "edit reports/hidden-schemes/README.md by hand: it quotes the table beside it"),

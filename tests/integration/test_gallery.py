@@ -95,6 +95,35 @@ def test_the_pilot_recipe_command_is_made_from_the_pilot_budgets(recipe, pilot):
     assert recipes._budget(budgets[next(iter(budgets))])[:2] == (["--size", "2x64"] if "SIZE" in pilot else ["--steps", "1000"])
 
 
+def test_a_rerun_s_rows_are_compared_with_the_shipped_ones_number_by_number(tmp_path):
+    """compare_rows (the verify of the hidden-state recipes): the shipped rows of one run agree with themselves, and a
+    number moved past the tolerance, or a layer missing, is a disagreement (CalledProcessError: nothing recorded)."""
+    import csv
+
+    shipped = "reports/hidden-schemes/hidden-schemes.csv"
+    with open(ROOT / shipped, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    mine = [r for r in rows if (r["scheme"], r["seed"]) == ("alibi", "0")]
+    assert len(mine) >= 2
+
+    def write(name, records):
+        path = tmp_path / name
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(records)
+        return path
+
+    lines = recipes.compare_rows(shipped, write("same.csv", mine), {"scheme": "alibi", "seed": "0"})
+    assert "positional_share: 0" in "\n".join(lines)
+    near = [dict(r, positional_share=float(r["positional_share"]) * (1 + 1e-4)) for r in mine]
+    assert "over the tolerance" not in "\n".join(recipes.compare_rows(shipped, write("near.csv", near), {"scheme": "alibi", "seed": "0"}))
+    moved = [dict(r, probe_mae=float(r["probe_mae"]) * 1.01) for r in mine]
+    for records in (moved, mine[1:]):
+        with pytest.raises(subprocess.CalledProcessError):
+            recipes.compare_rows(shipped, write("bad.csv", records), {"scheme": "alibi", "seed": "0"})
+
+
 def test_a_recipe_missing_from_the_manifest_is_stale():
     manifest = copy.deepcopy(MANIFEST)
     del manifest["outputs"]["minilm-demo"]
