@@ -461,10 +461,9 @@ LG_SIZE_PILOT = {
 LG_SIZE_PILOT_TIME = {"size-2x64": "40 runs, 2-6 minutes each on one CPU core", "size-2x64-parity": "10 runs, about 3 minutes each"}
 
 
-def lg_pilot_command(pilot: dict[str, list[str]] | None = None, times: dict[str, str] | None = None) -> str:
-    """A pilot recipe's command, one clause per budget of ``pilot`` (:data:`LG_PILOT` by default; its arguments, not
-    a copy of them) with its time from ``times``."""
-    pilot, times = (LG_PILOT, LG_PILOT_TIME) if pilot is None else (pilot, times or {})
+def lg_pilot_command(pilot: dict[str, list[str]] = LG_PILOT, times: dict[str, str] = LG_PILOT_TIME) -> str:
+    """A pilot recipe's command, one clause per budget of ``pilot`` (its arguments, not a copy of them) with its time
+    from ``times``."""
     clauses = [f"{' '.join(args)} --results {LG}/pilot/{name} ({times[name]})" for name, args in pilot.items()]
     return "scripts/length_generalisation.py --device cpu " + ", and ".join(clauses) + "; FIRE needs pip install ./examples/posviz-fire"
 
