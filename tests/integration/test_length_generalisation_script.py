@@ -190,11 +190,16 @@ def test_a_budget_where_no_task_is_learnt_gets_no_empty_ranking():
     sys.path.insert(0, str(SCRIPTS))
     import length_generalisation as lg
 
-    rows = [{"task": "copy", "scheme": s, "seeds": 1, "within": 0.5, "within_min": 0.5, "beyond": 0.0, "beyond_by_seed": [0.0]}
-            for s in ("none", "t5")]
+    rows = [{"task": "copy", "scheme": s, "seeds": 1, "within": w, "within_min": w, "beyond": 0.0, "beyond_by_seed": [0.0]}
+            for s, w in (("none", 0.5), ("t5", 1.0))]
     table = lg.markdown(rows, {"copy": False}, {}, {})
     assert table.endswith("No task is learnt by every scheme in every seed: no ranking.\n")
     assert "| scheme |  |" not in table and "MRR" not in table and table.count("| copy |") == 2
+    # a scheme that learnt it says so beside the task's "no": 1.000 next to a bare "no" read as a scheme that failed
+    assert "| scheme learnt it (every seed ≥ 0.95 within) | task learnt (by every scheme) |" in table
+    assert "| copy | T5 bias | 1 | 1.000 (1.000) | 0.000 | yes | no |" in table
+    assert "| copy | none (NoPE) | 1 | 0.500 (0.500) | 0.000 | no | no |" in table
+    assert "| copy | T5 bias | 1 | 1.000 (1.000) | 0.000 | no | no |" in lg.markdown(rows, {"copy": False}, {}, {}, threshold=1.01)
 
 
 def test_compare_accepts_equal_answers_and_refuses_others(tmp_path):
