@@ -463,7 +463,7 @@ LG_SIZE_PILOT = {
                   "--eval-every", "500"],
 }
 LG_SIZE_PILOT_TIME = {"size-2x64": "40 runs, 2-7 minutes each on one CPU core", "size-2x64-parity": "10 runs, 3-5 minutes each",
-                      "size-4x64": "40 runs, 3-9 minutes each"}
+                      "size-4x64": "40 runs, 3-8 minutes each"}
 
 
 def lg_pilot_command(pilot: dict[str, list[str]] = LG_PILOT, times: dict[str, str] = LG_PILOT_TIME) -> str:
