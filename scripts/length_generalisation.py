@@ -322,7 +322,8 @@ def scheme_of(run: dict[str, Any]) -> str:
 
 
 def summary(runs: list[dict[str, Any]], threshold: float = 0.95) -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    """Per task and scheme: exact match within and beyond the trained lengths (mean over seeds), and which tasks are learnt."""
+    """Per task and scheme: exact match within and beyond the trained lengths (mean over seeds) and whether the scheme
+    learnt the task (every seed at least ``threshold`` within), and which tasks are learnt (by every scheme)."""
     import numpy as np
 
     rows, learnt = [], {}
@@ -333,13 +334,14 @@ def summary(runs: list[dict[str, Any]], threshold: float = 0.95) -> tuple[list[d
         within = [np.mean([x["accuracy"] for x in g["extrapolate"] if x["length"] <= x["train_length"]]) for g in group]
         beyond = [np.mean([x["accuracy"] or 0.0 for x in g["extrapolate"] if x["length"] > x["train_length"]]) for g in group]
         row = {"task": task, "scheme": scheme, "seeds": len(group), "within": float(np.mean(within)),
-               "within_min": float(np.min(within)), "beyond": float(np.mean(beyond)), "beyond_by_seed": [float(b) for b in beyond]}
+               "within_min": float(np.min(within)), "learnt": bool(np.min(within) >= threshold),
+               "beyond": float(np.mean(beyond)), "beyond_by_seed": [float(b) for b in beyond]}
         steps, counted = steps_to_learn(group, threshold)
         if steps is not None:  # over the seeds whose records keep their evaluations, named when not all of them
             row = {**row, "steps_to_learn": steps, **({} if counted == len(group) else {"steps_to_learn_seeds": counted})}
         rows.append(row)
-    for row in rows:
-        learnt[row["task"]] = learnt.get(row["task"], True) and row["within_min"] >= threshold
+    for row in rows:  # a task is learnt when every scheme learnt it
+        learnt[row["task"]] = learnt.get(row["task"], True) and row["learnt"]
     return rows, learnt
 
 
@@ -386,9 +388,9 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
              budgets: dict[str, dict[str, Any]] | None = None, threshold: float = 0.95) -> str:
     """The tables: per task and scheme, then Kazemnejad et al.'s form and the MRR. ``budgets`` (from
     :func:`gather_runs`): tasks whose runs come from another folder are named with their budget. Each row says
-    whether its scheme learnt the task (every seed at least ``threshold`` within the trained lengths) apart from
-    whether the task is learnt (by every scheme): a scheme at 1.000 beside a "no" of the task's would read as a
-    scheme that failed."""
+    whether its scheme learnt the task (``row["learnt"]`` of :func:`summary`, at ``threshold``) apart from whether
+    the task is learnt (by every scheme): a scheme at 1.000 beside a "no" of the task's would read as a scheme
+    that failed."""
     budgets = budgets or {}
     steps = any(r.get("steps_to_learn") is not None for r in rows)  # records made before they kept evaluations: no column
     head = " steps to learn |" if steps else ""
@@ -405,7 +407,7 @@ def markdown(rows: list[dict[str, Any]], learnt: dict[str, bool], mrr: dict[str,
     for r in rows:
         cell = f" {step_cell(r)} |" if steps else ""
         lines.append(f"| {r['task']} | {LABELS[r['scheme']]} | {r['seeds']} | {r['within']:.3f} ({r['within_min']:.3f}) | "
-                     f"{r['beyond']:.3f} | {'yes' if r['within_min'] >= threshold else 'no'} | "
+                     f"{r['beyond']:.3f} | {'yes' if r['learnt'] else 'no'} | "
                      f"{'yes' if learnt[r['task']] else 'no'} |{cell}")
     # Kazemnejad et al.'s form: exact match beyond the trained lengths, scheme by task (learnt tasks, mean over seeds)
     tasks = [t for t in TASKS if learnt.get(t)]
