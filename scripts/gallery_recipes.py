@@ -453,9 +453,9 @@ LG_PILOT_TIME = {"steps-1000": "20 runs, about 3 minutes each on one CPU core", 
 #: The search for the smallest model: the comparison's budgets (3000 steps; parity 6000 at a peak rate of 5e-4, the
 #: budget its tables take) at sizes below tiny: 2x64 (2 layers of width 64, 2 heads of 32, feed-forward 256), then,
 #: for the four tasks 2x64 does not learn, 4x64 (its parameters, shared by twice the layers: tiny's depth at half
-#: its width); then 2x32 for parity (2x64 learns it), and 4x96 (tiny's depth at three quarters of its width, 3 heads
-#: of 32) for the three tasks 4x64 does not learn. The fastest task first, so that a session that stops early leaves
-#: whole tasks.
+#: its width); then 2x32 for parity (2x64 learns it; three seeds, the runs being short), and 4x96 (tiny's depth at
+#: three quarters of its width, 3 heads of 32) for the three tasks 4x64 does not learn. The fastest task first, so
+#: that a session that stops early leaves whole tasks.
 LG_SIZE_PILOT = {
     "size-2x64": ["--size", "2x64", "--tasks", "copy", "sorting", "reverse", "scan", "--seeds", "0", "--steps", "3000",
                   "--eval-every", "500"],
@@ -463,12 +463,12 @@ LG_SIZE_PILOT = {
                          "--learning-rate", "5e-4"],
     "size-4x64": ["--size", "4x64", "--tasks", "sorting", "scan", "copy", "reverse", "--seeds", "0", "--steps", "3000",
                   "--eval-every", "500"],
-    "size-2x32-parity": ["--size", "2x32", "--tasks", "parity", "--seeds", "0", "--steps", "6000", "--eval-every", "500",
+    "size-2x32-parity": ["--size", "2x32", "--tasks", "parity", "--seeds", "0", "1", "2", "--steps", "6000", "--eval-every", "500",
                          "--learning-rate", "5e-4"],
     "size-4x96": ["--size", "4x96", "--tasks", "scan", "copy", "reverse", "--seeds", "0", "--steps", "3000", "--eval-every", "500"],
 }
 LG_SIZE_PILOT_TIME = {"size-2x64": "40 runs, 2-7 minutes each on one CPU core", "size-2x64-parity": "10 runs, 3-5 minutes each",
-                      "size-4x64": "40 runs, 3-8 minutes each", "size-2x32-parity": "10 runs, about 2 minutes each",
+                      "size-4x64": "40 runs, 3-8 minutes each", "size-2x32-parity": "30 runs, 1-2 minutes each",
                       "size-4x96": "30 runs, about 11 minutes each, two at a time"}
 
 
