@@ -6,7 +6,9 @@ runs one block of ``n`` random tokens three ways, each in a fresh process so tha
 
 * ``plain``: the model's own SDPA forward, nothing captured;
 * ``tiled``: the same forward inside :class:`~posviz.observe.tiled.capture.TiledCapture` (the chosen layers'
-  statistics in tiles), then the statistics themselves;
+  statistics in tiles), then the statistics themselves; with ``--two-pass`` also ``two-pass``, the same without
+  the model's own normalisers (the CPU kernel computes them in a first pass, as where the model's attention is not
+  PyTorch's CPU flash kernel);
 * ``eager``: ``output_attentions=True`` with eager attention, what ``--exact-maps`` and every tool without tiles
   need; only where its maps fit (``--eager-max``).
 
@@ -78,7 +80,7 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
 
     with torch.no_grad():
         model(ids[:, :64])  # warm-up (kernels, allocator)
-        if mode == "tiled":  # and the statistics' own kernel (the C kernel is compiled or loaded on its first call)
+        if mode in ("tiled", "two-pass"):  # and the statistics' own kernel (the C kernel is compiled or loaded on its first call)
             with TiledCapture(model, chosen, tile=tile):
                 model(ids[:, :64])
         sync()
@@ -87,8 +89,8 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
         start = time.perf_counter()
         if mode == "plain":
             model(ids, use_cache=False)
-        elif mode == "tiled":
-            with TiledCapture(model, chosen, tile=tile) as capture:
+        elif mode in ("tiled", "two-pass"):
+            with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
                 model(ids, use_cache=False)
             stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen}
             assert all(s.entropy.shape == (model.config.num_attention_heads,) for s in stats.values())
@@ -172,6 +174,11 @@ def cpu_line() -> str:
     return f"{model}, {os.cpu_count()} logical CPUs, {widest}"
 
 
+def _ratio(row: dict, mode: str) -> str:
+    """``mode``'s median time over the plain forward's, or n/a."""
+    return f"{row[mode]['wall_s'] / row['plain']['wall_s']:.1f}" if row.get(mode) and row.get("plain") else "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[2048, 8192])
@@ -184,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--kernel", choices=("auto", "torch", "triton", "native"), default="auto", help="the tiles' kernel (POSVIZ_TILED_KERNEL)")
     ap.add_argument("--repeats", type=int, default=1, help="processes per mode and size, alternately; the median time is shown")
+    ap.add_argument("--two-pass", action="store_true",
+                    help="also run the tiles without the model's normalisers (the CPU kernel's two passes), alternately")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -194,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         print(check(args.device, args.dtype), flush=True)
     print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}, kernel {args.kernel}"
           f"\nCPU: {cpu_line()}\n")
-    print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    extra = " two passes s | two passes / plain |" if args.two_pass else ""
+    print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |" + extra)
+    print("|---|---|---|---|---|---|---|---|" + "---|" * (2 if args.two_pass else 0))
     for n in args.sizes:
         runs: dict[str, list[dict]] = {}
         for _ in range(args.repeats):  # the modes alternately, so that a busy spell falls on each
-            for mode in ("plain", "tiled", "eager"):
+            for mode in ("plain", "tiled", *(("two-pass",) if args.two_pass else ()), "eager"):
                 if mode == "eager" and n > args.eager_max:
                     continue
                 cmd = [sys.executable, __file__, "--one", mode, str(n), "--device", args.device, "--dtype", args.dtype, "--shape",
@@ -214,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         row.update({mode: None for mode in ("plain", "tiled") if mode not in row})
         cell = {m: (f"{v['wall_s']:.2f}", f"{v['peak_bytes'] / 2**30:.2f}") if v else ("n/a", "n/a") for m, v in row.items()}
         eager = cell.get("eager", ("not run", "not run"))
-        ratio = f"{row['tiled']['wall_s'] / row['plain']['wall_s']:.1f}" if row.get("tiled") and row.get("plain") else "n/a"
-        print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {cell['tiled'][1]} | {ratio} | {eager[0]} | {eager[1]} |",
-              flush=True)
+        two = f" {cell.get('two-pass', ('n/a',))[0]} | {_ratio(row, 'two-pass')} |" if args.two_pass else ""
+        print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {cell['tiled'][1]} | {_ratio(row, 'tiled')} | "
+              f"{eager[0]} | {eager[1]} |{two}", flush=True)
     return 0
 
 

@@ -17,6 +17,7 @@ from posviz.observe.statistics import LayerSums  # noqa: E402
 from posviz.observe.statistics import layer_statistics as dense_statistics  # noqa: E402
 from posviz.observe.tiled import layer_statistics  # noqa: E402
 from posviz.observe.tiled.capture import NotCapturable, TiledCapture, _interfaces  # noqa: E402
+from posviz.observe.tiled.normalisers import flash_cpu  # noqa: E402
 
 
 def _capturable() -> bool:
@@ -89,6 +90,31 @@ def test_captured_statistics_equal_those_of_the_eager_maps(name):
         np.testing.assert_allclose(st.received, (a.sum((0, 2)) / (a.shape[0] * mask.sum(0))).numpy(), atol=1e-5)
     expected = {"mistral-sliding-window": (True, 16), "bert": (False, None)}.get(name, (True, None))
     assert (capture.supports[0].causal, capture.supports[0].window) == expected
+    # without a mask the model's SDPA is PyTorch's CPU flash kernel: every layer took its normalisers (one pass)
+    one_pass = set() if name == "mistral-sliding-window" or flash_cpu() is None else set(range(len(maps)))
+    assert capture.one_pass == one_pass
+
+
+@needs_interface
+def test_the_one_pass_and_the_two_give_the_same_sums():
+    torch.manual_seed(0)
+    model = MODELS["llama-gqa-rope-linear"]().eval()
+    model.set_attn_implementation("sdpa")
+    ids = torch.randint(0, 64, (2, 100), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        with TiledCapture(model, map_size=32) as one:
+            model(ids)
+        with TiledCapture(model, map_size=32, normalisers=False) as two:
+            model(ids)
+    assert two.one_pass == set() and one.one_pass == (set() if flash_cpu() is None else {0, 1})
+    for layer in (0, 1):
+        a, b = one.sums[layer].numpy(), two.sums[layer].numpy()
+        assert a.pop("blocks") == b.pop("blocks") == 2
+        for field in ("span50", "span90"):  # counts of queries: a query within float rounding of a threshold may move
+            x, y = a.pop(field), b.pop(field)
+            assert x.sum() == y.sum() and np.abs(x - y).sum() <= 4, field
+        for field, value in a.items():
+            np.testing.assert_allclose(value, b[field], rtol=1e-6, atol=1e-6, err_msg=field)
 
 
 @needs_interface

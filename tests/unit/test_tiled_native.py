@@ -7,6 +7,7 @@ machine without one skips the comparisons (they would test nothing) but not the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -68,17 +69,43 @@ def test_every_sum_of_the_compiled_kernel_equals_the_pytorch_tiles(name, monkeyp
     assert_same_sums(compiled, tiles, support)
 
 
+def _dense_logits(x) -> torch.Tensor:
+    """The logits of ``x`` in float64, capped, with -inf outside the support: (batch, heads, n, n)."""
+    heads, kv = x.query.shape[1], x.key.shape[1]
+    s = x.query.double() @ x.key.repeat_interleave(heads // kv, dim=1).double().transpose(-1, -2) * x.scale
+    if x.softcap is not None:
+        s = torch.tanh(s / x.softcap) * x.softcap
+    return s.masked_fill(~torch.as_tensor(x.support.dense()), float("-inf"))
+
+
+def with_normalisers(x):
+    """``x`` with each query's log-sum-exp from its float64 logits, rounded to float32 (what the model's attention hands
+    the one-pass kernel)."""
+    return dataclasses.replace(x, lse=torch.logsumexp(_dense_logits(x), -1).float())
+
+
 @needs_cc
+@pytest.mark.parametrize("name", [*CASES, *LONG])
+def test_the_one_pass_with_the_normalisers_given_equals_the_pytorch_tiles(name, monkeypatch):
+    n, causal, window, cap, batch, heads, kv, d, map_size, dtype, calls = {**CASES, **LONG}[name]
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    one = tiles = None
+    for call in range(calls):
+        x = inputs(n, causal, window, cap, batch, heads, kv, d, dtype, seed=n + call)
+        tiles = accumulate(x, tiles, map_size=map_size, tile=32)
+        one = accumulate_native(with_normalisers(x), one, map_size=map_size)
+    assert_same_sums(one, tiles, Support(n, causal, window))
+
+
+@needs_cc
+@pytest.mark.parametrize("given", [False, True], ids=["two-pass", "one-pass"])
 @pytest.mark.parametrize(("causal", "window", "cap"), [(True, None, None), (False, None, 4.0), (True, 40, None), (False, 25, None)])
-def test_the_compiled_kernel_gives_the_sums_of_the_dense_float64_maps(causal, window, cap):
+def test_the_compiled_kernel_gives_the_sums_of_the_dense_float64_maps(causal, window, cap, given):
     """An independent reference: every map formed in float64 and summed the way each field is defined."""
     n, heads, kv = 300, 4, 2
     x = inputs(n, causal, window, cap, 2, heads, kv, 16, torch.float32, seed=7)
-    sums = accumulate_native(x, map_size=512).numpy()
-    s = x.query.double() @ x.key.repeat_interleave(heads // kv, dim=1).double().transpose(-1, -2) * x.scale
-    if cap is not None:
-        s = torch.tanh(s / cap) * cap
-    a = torch.softmax(s.masked_fill(~torch.as_tensor(x.support.dense()), float("-inf")), dim=-1).numpy()  # (2, H, n, n)
+    sums = accumulate_native(with_normalisers(x) if given else x, map_size=512).numpy()
+    a = torch.softmax(_dense_logits(x), dim=-1).numpy()  # (2, H, n, n)
     offsets = np.stack([[np.trace(a[:, h].sum(0), offset=k) for k in range(-(n - 1), n)] for h in range(heads)])
     entropy = -(a * np.log(np.where(a > 0, a, 1.0))).sum(-1).sum(0)
     expected = {"row_mass": a.sum(-1).sum(0), "row_sq": (a * a).sum(-1).sum(0), "received": a.sum(2).sum(0),
@@ -102,8 +129,29 @@ def test_the_entropy_of_peaked_rows_with_large_logits_keeps_its_digits(monkeypat
     expected = -(a * torch.log(torch.where(a > 0, a, 1.0))).sum(-1).numpy()
     assert float(s.abs().max()) > 100 and (expected < 0.01).mean() > 0.25  # large logits, many peaked rows
     monkeypatch.setenv(KERNEL_ENV, "torch")
-    for sums in (accumulate_native(x), accumulate(x, tile=32)):
+    for sums in (accumulate_native(x), accumulate_native(with_normalisers(x)), accumulate(x, tile=32)):
         np.testing.assert_allclose(sums.entropy.numpy(), expected, atol=5e-6, rtol=0)
+
+
+@needs_cc
+def test_normalisers_a_little_off_the_kernels_own_logits_leave_entropy_and_largest_weight_those_of_the_row():
+    """The model's log-sum-exp comes from its own float32 logits, which round differently from the kernel's: the
+    weights then sum to 1 + delta. The one pass reports the entropy and the largest weight of the row renormalised,
+    so an lse 1e-3 off moves them by float rounding only, and the row's mass (which the sums over queries share) by
+    the factor exp(-1e-3)."""
+    x = inputs(200, True, None, None, 1, 2, 1, 16, torch.float32, seed=3)
+    exact, off = with_normalisers(x), dataclasses.replace(with_normalisers(x), lse=with_normalisers(x).lse + 1e-3)
+    a, b = accumulate_native(exact), accumulate_native(off)
+    np.testing.assert_allclose(b.entropy.numpy(), a.entropy.numpy(), atol=2e-6, rtol=0)
+    np.testing.assert_allclose(b.max_weight.numpy(), a.max_weight.numpy(), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(b.row_mass.numpy(), a.row_mass.numpy() * np.exp(-1e-3), rtol=1e-6)
+
+
+@needs_cc
+def test_normalisers_of_another_shape_are_refused():
+    x = inputs(20, True, None, None, 1, 2, 1, 8, torch.float32, seed=0)
+    with pytest.raises(ValueError, match="normalisers of shape"):
+        dataclasses.replace(x, lse=torch.zeros(1, 2, 19))
 
 
 def _pool_threads() -> set[int]:

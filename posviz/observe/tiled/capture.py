@@ -20,10 +20,12 @@ A model that does not use the interface (older transformers, BLOOM, DeBERTa, Fal
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from posviz.observe.tiled.kernel import TILE, AttentionInputs, accumulate
+from posviz.observe.tiled.normalisers import keeping_normalisers
 from posviz.observe.tiled.sums import MAP_SIZE, TiledSums
 from posviz.observe.tiled.support import Support
 
@@ -60,6 +62,10 @@ class TiledCapture:
         The layers (in call order, 0-based) to keep sums of; None for all.
     tile, map_size
         As in :func:`~posviz.observe.tiled.kernel.accumulate`.
+    normalisers
+        Keep each captured layer's log-sum-exp as the model's own attention computes it, where that is PyTorch's CPU
+        flash kernel (:mod:`~posviz.observe.tiled.normalisers`), so that the compiled CPU kernel takes one pass
+        instead of two; False: it always computes its own.
 
     Attributes
     ----------
@@ -67,16 +73,22 @@ class TiledCapture:
         Per layer, its sums and the support its attention had (set by the first block).
     calls
         Attention calls seen (every layer of every forward pass).
+    one_pass
+        The layers whose sums took the model's own normalisers (``normalisers``) in every block so far.
     """
 
-    def __init__(self, model: Any, layers: Sequence[int] | None = None, *, tile: int = TILE, map_size: int = MAP_SIZE) -> None:
+    def __init__(self, model: Any, layers: Sequence[int] | None = None, *, tile: int = TILE, map_size: int = MAP_SIZE,
+                 normalisers: bool = True) -> None:
         self.model = model
+        self.normalisers = normalisers
         self.layers = None if layers is None else set(layers)
         self.tile = tile
         self.map_size = map_size
         self.sums: dict[int, TiledSums] = {}
         self.supports: dict[int, Support] = {}
         self.calls = 0
+        self.one_pass: set[int] = set()
+        self._two_pass: set[int] = set()
         self._layer = 0
         self._previous: str | None = None
         self._hooks: list[Any] = []
@@ -114,12 +126,19 @@ class TiledCapture:
     def attend(self, module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any) -> Any:
         """The model's attention, after adding the layer's tiles to its sums."""
         layer = self._next_layer()
-        if layer is not None:
-            support = _support(module, query, key, mask, kwargs)
-            scale = kwargs.get("scaling")
-            self._add(layer, AttentionInputs(query, key, query.shape[-1] ** -0.5 if scale is None else float(scale), support,
-                                             bias=_bias(kwargs.get("position_bias")), softcap=kwargs.get("softcap")))
-        return self._sdpa(module, query, key, value, mask, **kwargs)
+        if layer is None:
+            return self._sdpa(module, query, key, value, mask, **kwargs)
+        support = _support(module, query, key, mask, kwargs)
+        scale = kwargs.get("scaling")
+        inputs = AttentionInputs(query, key, query.shape[-1] ** -0.5 if scale is None else float(scale), support,
+                                 bias=_bias(kwargs.get("position_bias")), softcap=kwargs.get("softcap"))
+        if not (self.normalisers and _wants_normalisers(inputs)):
+            self._add(layer, inputs)
+            return self._sdpa(module, query, key, value, mask, **kwargs)
+        with keeping_normalisers() as kept:  # the model's attention first, keeping its log-sum-exp
+            out = self._sdpa(module, query, key, value, mask, **kwargs)
+        self._add(layer, _with_normalisers(inputs, kept))
+        return out
 
     def _posviz_attend(self, module: Any, args: tuple, kwargs: dict) -> None:
         """Pre-hook of a posviz attention module: its queries and keys as it forms them, added to the layer's sums."""
@@ -144,12 +163,38 @@ class TiledCapture:
         if self.supports.setdefault(layer, inputs.support) != inputs.support:
             raise NotCapturable(f"layer {layer}: blocks of different supports ({self.supports[layer]} and {inputs.support})")
         self.sums[layer] = accumulate(inputs, self.sums.get(layer), tile=self.tile, map_size=self.map_size)
+        (self._two_pass if inputs.lse is None else self.one_pass).add(layer)
+        self.one_pass -= self._two_pass
 
 
 def _dispatch(module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any) -> Any:
     if not _ACTIVE:
         raise RuntimeError(f"the attention implementation {IMPLEMENTATION!r} runs only inside posviz's TiledCapture")
     return _ACTIVE[-1].attend(module, query, key, value, mask, **kwargs)
+
+
+def _wants_normalisers(inputs: AttentionInputs) -> bool:
+    """Whether the compiled CPU kernel will take ``inputs``, so that the model's own log-sum-exp would save it a pass."""
+    from posviz.observe.tiled.choice import kernel_choice
+    from posviz.observe.tiled.native import why_not_native
+
+    return inputs.support.window is None and kernel_choice() in ("auto", "native") and why_not_native(inputs) is None
+
+
+def _with_normalisers(inputs: AttentionInputs, kept: list) -> AttentionInputs:
+    """``inputs`` with the log-sum-exp of the one attention call kept, where it was made for exactly this support and
+    scale; else ``inputs`` as they were (the kernel computes its own)."""
+    import math
+
+    if len(kept) != 1 or kept[0] is None:
+        return inputs
+    got = kept[0]
+    scale = inputs.query.shape[-1] ** -0.5 if got.scale is None else got.scale
+    if got.causal != inputs.support.causal or not math.isclose(scale, inputs.scale, rel_tol=1e-7):
+        return inputs
+    if tuple(got.lse.shape) != tuple(inputs.query.shape[:3]):
+        return inputs
+    return dataclasses.replace(inputs, lse=got.lse)
 
 
 def _support(module: Any, query: Any, key: Any, mask: Any, kwargs: dict) -> Support:

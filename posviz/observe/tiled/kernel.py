@@ -58,6 +58,10 @@ class AttentionInputs:
         The additive position term (ALiBi, T5 buckets, TISA, TUPE), or None.
     softcap
         ``c`` of the logit cap ``c tanh(x / c)`` (Gemma 2), or None.
+    lse
+        ``(batch, heads, n)`` float32, each query's log-sum-exp as the model's own attention computed it
+        (:mod:`~posviz.observe.tiled.normalisers`), or None. The compiled CPU kernel then takes one pass; the other
+        kernels compute their own.
     """
 
     query: Any
@@ -66,6 +70,7 @@ class AttentionInputs:
     support: Support
     bias: Bias | None = None
     softcap: float | None = None
+    lse: Any = None
 
     def __post_init__(self) -> None:
         b, h, n, d = self.query.shape
@@ -73,6 +78,8 @@ class AttentionInputs:
             raise ValueError(f"keys of shape {tuple(self.key.shape)} do not fit queries of shape {tuple(self.query.shape)}")
         if self.support.n != n:
             raise ValueError(f"a support over {self.support.n} positions for {n} positions")
+        if self.lse is not None and tuple(self.lse.shape) != (b, h, n):
+            raise ValueError(f"normalisers of shape {tuple(self.lse.shape)} for queries of shape {tuple(self.query.shape)}")
 
 
 def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: int = TILE, map_size: int = MAP_SIZE,

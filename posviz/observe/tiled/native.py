@@ -11,6 +11,10 @@ The C file is compiled once per machine and compiler with the system's C compile
 posviz's cache folder (``native/``), and loaded with :mod:`ctypes`; heads run in parallel threads (a ctypes call
 releases the GIL). Where no compiler works, :func:`native_library` says why and the PyTorch tiles are used.
 
+Where the model's own attention handed out each query's log-sum-exp (:mod:`~posviz.observe.tiled.normalisers`),
+``posviz_head_statistics_lse`` takes one pass instead: each weight goes straight into every sum, and no
+exponentials are kept.
+
 Supported: every support (causal, sliding window, full) and a logit cap, with no additive term, as the fused kernel.
 """
 
@@ -143,6 +147,9 @@ def native_library() -> tuple[Any, str | None]:
             shutil.rmtree(scratch, ignore_errors=True)
     lib.posviz_head_statistics.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_Sums)]
     lib.posviz_head_statistics.restype = ctypes.c_int
+    lib.posviz_head_statistics_lse.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.POINTER(_Sums)]
+    lib.posviz_head_statistics_lse.restype = ctypes.c_int
     return lib, None
 
 
@@ -178,7 +185,8 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     Parameters
     ----------
     inputs
-        One layer's queries, keys and support, on the CPU; no additive term.
+        One layer's queries, keys and support, on the CPU; no additive term. With their normalisers (``lse``) the
+        kernel takes one pass over the logits, else two.
     sums
         The layer's sums so far (float64, contiguous, on the CPU).
     map_size
@@ -206,6 +214,7 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
         sums = TiledSums.zeros(heads, n, map_size)
     q = inputs.query.detach().float().contiguous()
     kt = inputs.key.detach().float().transpose(-1, -2).contiguous()  # (batch, kv_heads, d, n): keys along rows
+    lse = None if inputs.lse is None else inputs.lse.detach().float().contiguous()  # given: one pass (the _lse entry)
     group = heads // kt.shape[1]
     edges, bin_of = (np.ascontiguousarray(x, dtype=np.int64) for x in distance_bins(n))  # the C side reads int64
     support = inputs.support
@@ -219,8 +228,12 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     def head(h: int) -> int:
         out = _Sums(*(t[h].data_ptr() for t in fields.values()))  # head h of each sum
         for b in range(batch):
-            code = lib.posviz_head_statistics(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
-                                              ctypes.byref(out))
+            if lse is None:
+                code = lib.posviz_head_statistics(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
+                                                  ctypes.byref(out))
+            else:
+                code = lib.posviz_head_statistics_lse(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
+                                                      lse[b, h].data_ptr(), ctypes.byref(out))
             if code != 0:
                 return code
         return 0

@@ -220,6 +220,32 @@ static inline void add_map(const Params *p, const int64_t *first, int64_t row, i
     }
 }
 
+/* The keys *j0 .. *j1 of the chunk c0 .. c1 that query i sees (*j1 <= *j0: none). */
+static inline void row_keys(const Params *p, int64_t i, int64_t c0, int64_t c1, int64_t *j0, int64_t *j1) {
+    *j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0;
+    *j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+}
+
+/* The keys *gj0 .. *gj1 of the chunk c0 .. c1 that any of the queries i0 .. i0 + rows sees. */
+static inline void group_keys(const Params *p, int64_t i0, int64_t rows, int64_t c0, int64_t c1, int64_t *gj0, int64_t *gj1) {
+    *gj0 = c1; *gj1 = c0;
+    for (int64_t i = i0; i < i0 + rows; i++) {
+        int64_t j0, j1;
+        row_keys(p, i, c0, c1, &j0, &j1);
+        if (j1 > j0) { *gj0 = j0 < *gj0 ? j0 : *gj0; *gj1 = j1 > *gj1 ? j1 : *gj1; }
+    }
+}
+
+/* The keys *lo .. *hi that any of the queries i0 .. i1 - 1 sees (whose map row is `row`, where row >= 0). */
+static inline void tile_keys(const Params *p, int64_t i0, int64_t i1, int64_t row, int64_t *lo, int64_t *hi) {
+    *lo = p->n; *hi = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        if (row >= 0 && i * p->map / p->n != row) continue;
+        if (lo_key(p, i) < *lo) *lo = lo_key(p, i);
+        if (hi_key(p, i) > *hi) *hi = hi_key(p, i);
+    }
+}
+
 /* Keys per chunk: as many as keep a chunk of transposed keys (d x keys floats) within 32 KiB of the L1 cache, in
  * multiples of 64 (the four-row logits), 64 to JC. */
 static int64_t chunk_keys(int64_t d) {
@@ -248,11 +274,8 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
     int seen[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
         const int64_t i1 = i0 + TQ < n ? i0 + TQ : n, rows = i1 - i0;
-        int64_t jlo = n, jhi = 0;
-        for (int64_t i = i0; i < i1; i++) {
-            if (lo_key(p, i) < jlo) jlo = lo_key(p, i);
-            if (hi_key(p, i) > jhi) jhi = hi_key(p, i);
-        }
+        int64_t jlo, jhi;
+        tile_keys(p, i0, i1, -1, &jlo, &jhi);
         const int64_t width = jhi - jlo;
         for (int64_t r = 0; r < rows; r++) { seen[r] = 0; l[r] = w[r] = mass[r] = sq[r] = 0.0; }
         for (int64_t t = 0; t < rows * d; t++) qs[t] = q[i0 * d + t] * p->scale;
@@ -262,17 +285,14 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi, ci = (c0 - jlo) / jc;
             for (int64_t g = 0; g < rows; g += 4) {
                 const int64_t grows = rows - g < 4 ? rows - g : 4;
-                int64_t gj0 = c1, gj1 = c0;  /* the keys of this chunk that any row of the group sees */
-                for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0,
-                                  j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
-                    if (j1 > j0) { gj0 = j0 < gj0 ? j0 : gj0; gj1 = j1 > gj1 ? j1 : gj1; }
-                }
+                int64_t gj0, gj1;  /* the keys of this chunk that any row of the group sees */
+                group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
                 if (gj1 <= gj0) continue;
                 logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
                 for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r, j0 = lo_key(p, i) > c0 ? lo_key(p, i) : c0,
-                                  j1 = hi_key(p, i) < c1 ? hi_key(p, i) : c1;
+                    const int64_t i = i0 + r;
+                    int64_t j0, j1;
+                    row_keys(p, i, c0, c1, &j0, &j1);
                     if (j1 <= j0) continue;
                     const int64_t len = j1 - j0;
                     const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
@@ -379,5 +399,121 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         }
     }
     free(s); free(e); free(shift); free(seg); free(diag); free(qs); free(bd); free(first);
+    return 0;
+}
+
+/* One block of one head in one pass, its row normalisers given: lse[i] = log sum_j exp(s_ij), the log-sum-exp that
+ * the model's own attention computed for query i (PyTorch's CPU flash kernel hands it out beside its output; see
+ * normalisers.py). The weights a_ij = exp(s_ij - lse_i) then go straight into every sum, with no row maximum, no
+ * rescaling and no tile of kept exponentials (the two passes above): 18-24 % less time an entry
+ * (benchmarks/README.md, section 16). Attention received is summed in float over the queries of each map row of
+ * the tile (one segment of n floats each), then added to the received sums and pooled into its map row (double). */
+int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt, const float *lse, Sums *out) {
+    const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), mside = p->map;
+    const int64_t segs_max = mside == n || (TQ * mside) / n + 2 > TQ ? TQ : (TQ * mside) / n + 2;
+    float *s = malloc(sizeof(float) * 4 * JC), *a = malloc(sizeof(float) * JC);
+    float *seg = malloc(sizeof(float) * (size_t)(segs_max * n));
+    double *diag = malloc(sizeof(double) * (size_t)(n + TQ));
+    float *qs = malloc(sizeof(float) * (size_t)(TQ * d));
+    double *bd = malloc(sizeof(double) * (size_t)(TQ * bins));
+    int64_t *first = malloc(sizeof(int64_t) * (size_t)(mside + 1));
+    if (!s || !a || !seg || !diag || !qs || !bd || !first) {
+        free(s); free(a); free(seg); free(diag); free(qs); free(bd); free(first);
+        return -1;
+    }
+    for (int64_t c = 0; c <= mside; c++) first[c] = (c * n + mside - 1) / mside;  /* ceil(c n / map) */
+    int64_t exact = 0;  /* the leading bins of one distance each (bin d holds distance d) */
+    while (exact < bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
+    double mass[TQ], sq[TQ], w[TQ];
+    float top[TQ];
+    for (int64_t i0 = 0; i0 < n; i0 += TQ) {
+        const int64_t i1 = i0 + TQ < n ? i0 + TQ : n, rows = i1 - i0;
+        int64_t jlo, jhi;
+        tile_keys(p, i0, i1, -1, &jlo, &jhi);
+        const int64_t width = jhi - jlo, row0 = i0 * mside / n, segs = (i1 - 1) * mside / n - row0 + 1;
+        const int64_t k0 = jlo - (i1 - 1);  /* the tile's lowest offset j - i */
+        for (int64_t g = 0; g < segs; g++) memset(seg + g * n + jlo, 0, sizeof(float) * (size_t)width);
+        for (int64_t r = 0; r < rows; r++) { mass[r] = sq[r] = w[r] = 0.0; top[r] = -INFINITY; }
+        for (int64_t t = 0; t < rows * d; t++) qs[t] = q[i0 * d + t] * p->scale;
+        memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
+        memset(diag, 0, sizeof(double) * (size_t)(width + rows));
+        for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
+            const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi;
+            for (int64_t g = 0; g < rows; g += 4) {
+                const int64_t grows = rows - g < 4 ? rows - g : 4;
+                int64_t gj0, gj1;
+                group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
+                if (gj1 <= gj0) continue;
+                logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
+                for (int64_t r = g; r < g + grows; r++) {
+                    const int64_t i = i0 + r;
+                    int64_t j0, j1;
+                    row_keys(p, i, c0, c1, &j0, &j1);
+                    if (j1 <= j0) continue;
+                    const int64_t len = j1 - j0;
+                    const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
+                    const float at = lse[i];
+                    /* the weights, the entropy's sum of a (lse - s) (terms >= 0) and the largest logit */
+                    float tw = 0.0f, tt = sr[0];
+                    int64_t j = 0;
+                    vf vw = {0}, vt = (vf){0} + sr[0];
+                    for (; j + VL <= len; j += VL) {
+                        const vf sv = loadv(sr + j), x = vexp(sv - at);
+                        memcpy(a + j, &x, sizeof x);
+                        vw += x * (at - sv);
+                        vt = vmax(vt, sv);
+                    }
+                    for (int u = 0; u < VL; u++) { tw += vw[u]; tt = vt[u] > tt ? vt[u] : tt; }
+                    for (; j < len; j++) {
+                        const float x = expf(sr[j] - at);
+                        a[j] = x;
+                        tw += x * (at - sr[j]);
+                        tt = sr[j] > tt ? sr[j] : tt;
+                    }
+                    w[r] += tw;
+                    top[r] = tt > top[r] ? tt : top[r];
+                    /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
+                     * float weights: Toeplitz scores and the positional share difference them */
+                    float *restrict rec = seg + (i * mside / n - row0) * n + j0;
+                    double *restrict dg = diag + (j0 - i - k0);
+                    double tm = 0.0, ts = 0.0;
+                    for (j = 0; j < len; j++) {
+                        rec[j] += a[j];
+                        dg[j] += a[j];
+                        tm += a[j];
+                        ts += (double)a[j] * (double)a[j];
+                    }
+                    mass[r] += tm; sq[r] += ts;
+                    if (j0 == 0 && i >= 1) out->sink[0] += a[0];
+                    add_bins(p, exact, i, j0, len, a, bd + r * bins);
+                }
+            }
+        }
+        for (int64_t t = 0; t < width + rows - 1; t++) out->offsets[k0 + n - 1 + t] += diag[t];
+        for (int64_t g = 0; g < segs; g++) {  /* each map row of the tile, over the keys its queries see */
+            int64_t lo, hi;
+            tile_keys(p, i0, i1, row0 + g, &lo, &hi);
+            if (hi <= lo) continue;
+            const float *sg = seg + g * n;
+            for (int64_t j = lo; j < hi; j++) out->received[j] += sg[j];
+            add_map(p, first, row0 + g, lo, hi - lo, sg + lo, out->map);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t i = i0 + r;
+            out->row_mass[i] += mass[r];
+            out->row_sq[i] += sq[r];
+            out->row_sum_sq[i] += mass[r] * mass[r];
+            /* the weights sum to M = mass[r], within the rounding by which these logits differ from the model's
+             * (which made lse): the entropy and largest weight of the row a / M, as the two passes give them */
+            const double inv = 1.0 / mass[r];
+            out->entropy[i] += w[r] * inv + log(mass[r]);
+            out->max_weight[i] += exp((double)top[r] - (double)lse[i]) * inv;
+            if (i >= 1) {
+                out->span50[span_of(p, bd + r * bins, mass[r] * 0.5)] += 1.0;
+                out->span90[span_of(p, bd + r * bins, mass[r] * 0.9)] += 1.0;
+            }
+        }
+    }
+    free(s); free(a); free(seg); free(diag); free(qs); free(bd); free(first);
     return 0;
 }
