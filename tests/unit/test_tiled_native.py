@@ -319,12 +319,3 @@ def test_a_compiler_that_cannot_run_says_why(tmp_path, monkeypatch, fresh_librar
     monkeypatch.setenv("CC", str(cc))
     lib, why = native_library()
     assert lib is None and why.startswith(f"{cc} cannot run: ") and "No such file" in why
-
-
-@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 1024, 2048, 8192, 32768, 65537])
-def test_the_keys_rows_are_whole_lines_apart_and_fall_into_different_cache_sets(n):
-    """64-byte lines, 64 sets of an L1 cache with 4 KiB ways: rows c * stride floats apart land in sets c * (stride / 16)
-    mod 64, all different for the d <= 64 rows of a chunk of keys (a stride of n = 1024 k would put them in one)."""
-    stride = native._key_stride(n)
-    assert n <= stride < n + 16 * 65 and stride % 16 == 0
-    assert len({(c * stride // 16) % 64 for c in range(64)}) == 64

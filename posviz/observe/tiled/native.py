@@ -51,7 +51,7 @@ SUM_FIELDS = ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_wei
 class _Params(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("d", ctypes.c_int64), ("map", ctypes.c_int64), ("scale", ctypes.c_float),
                 ("softcap", ctypes.c_float), ("causal", ctypes.c_int64), ("window", ctypes.c_int64),
-                ("edges", ctypes.c_void_p), ("bin_of", ctypes.c_void_p), ("bins", ctypes.c_int64), ("ld", ctypes.c_int64)]
+                ("edges", ctypes.c_void_p), ("bin_of", ctypes.c_void_p), ("bins", ctypes.c_int64)]
 
 
 class _Sums(ctypes.Structure):
@@ -169,16 +169,6 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[key]
 
 
-def _key_stride(n: int) -> int:
-    """The row stride (floats) of the transposed keys handed to the kernel: ``n`` or more, whole 64-byte lines, and
-    one line past a multiple of 4 KiB. A chunk of keys reads the same columns of all ``d`` rows; with rows a multiple
-    of 4 KiB apart (``n`` a multiple of 1024) they all fall into one set of the L1 cache, more lines than its ways
-    (and at n = 32,768 into one set of the L2): the kernel took 1.4 times as long an entry at 32,768 as at 8,192.
-    Rows ``64 k + 1`` lines apart fall into ``d`` different sets."""
-    lines = -(-n // 16)
-    return 16 * (lines + (1 - lines) % 64)
-
-
 def why_not_native(inputs: Any) -> str | None:
     """Why ``inputs`` cannot take the compiled CPU kernel (None: it can)."""
     if inputs.bias is not None:
@@ -223,15 +213,13 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     if sums is None:
         sums = TiledSums.zeros(heads, n, map_size)
     q = inputs.query.detach().float().contiguous()
-    ld = _key_stride(n)
-    kt = inputs.key.new_zeros((*inputs.key.shape[:2], d, ld), dtype=torch.float32)  # (batch, kv_heads, d, ld): keys along rows
-    kt[..., :n] = inputs.key.detach().transpose(-1, -2)
+    kt = inputs.key.detach().float().transpose(-1, -2).contiguous()  # (batch, kv_heads, d, n): keys along rows
     lse = None if inputs.lse is None else inputs.lse.detach().float().contiguous()  # given: one pass (the _lse entry)
     group = heads // kt.shape[1]
     edges, bin_of = (np.ascontiguousarray(x, dtype=np.int64) for x in distance_bins(n))  # the C side reads int64
     support = inputs.support
     params = _Params(n, d, int(sums.map.shape[-1]), float(inputs.scale), float(inputs.softcap or 0.0), int(support.causal),
-                     int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1, ld)
+                     int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1)
     fields = {name: getattr(sums, name) for name in SUM_FIELDS}
     for name, t in fields.items():
         if t.dtype != torch.float64 or t.device.type != "cpu" or not t.is_contiguous():

@@ -31,7 +31,6 @@ typedef struct {
     const int64_t *edges;       /* distance bin edges, bins + 1 of them */
     const int64_t *bin_of;      /* distance -> bin */
     int64_t bins;
-    int64_t ld;                 /* row stride of the transposed keys (floats, >= n; see native.py's _key_stride) */
 } Params;
 
 typedef struct {                /* one head's sums (double), as TiledSums */
@@ -108,11 +107,11 @@ static inline float largest(const float *restrict x, int64_t len) {
 }
 
 /* s[r * JC + t] = cap(q_r . k_(j0 + t)) for rows r < rows (at most 4, q already scaled) and keys j0 .. j0 + len;
- * kt is d x n (transposed keys, rows p->ld floats apart). KB keys of four rows at a time in 4 x KV vector accumulators: each vector of keys
+ * kt is d x n (transposed keys). KB keys of four rows at a time in 4 x KV vector accumulators: each vector of keys
  * loaded once serves the four rows. */
 static inline void logits(const Params *p, const float *restrict q, int64_t rows, const float *restrict kt, int64_t j0,
                           int64_t len, float *restrict s) {
-    const int64_t n = p->ld, d = p->d;  /* n: the keys' row stride */
+    const int64_t n = p->n, d = p->d;
     int64_t j = 0;
     if (rows == 4) {
         for (; j + KB <= len; j += KB) {
