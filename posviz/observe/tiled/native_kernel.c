@@ -22,6 +22,8 @@
 #include <string.h>
 
 #define TQ 32
+#define REDO 4e-6  /* one pass: a tile whose weights' sums are further than this from 1 is summed again, normalised
+                    * (within the 1e-5 promised against eager maps; logits near 16 are off by about 1e-6) */
 #define JC 512     /* keys per chunk at most: fewer where d x JC floats would not fit in 32 KiB (chunk_keys) */
 
 typedef struct {
@@ -405,8 +407,8 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
 /* One block of one head in one pass, its row normalisers given: lse[i] = log sum_j exp(s_ij), the log-sum-exp that
  * the model's own attention computed for query i (PyTorch's CPU flash kernel hands it out beside its output; see
  * normalisers.py). The weights a_ij = exp(s_ij - lse_i) then go straight into every sum, with no row maximum, no
- * rescaling and no tile of kept exponentials (the two passes above): 18-24 % less time an entry
- * (benchmarks/README.md, section 16). Attention received is summed in float over the queries of each map row of
+ * rescaling and no tile of kept exponentials (the two passes above): 13-20 % less time an entry
+ * (benchmarks/README.md, section 16); a tile with a row whose weights do not sum to 1 within REDO is summed again. Attention received is summed in float over the queries of each map row of
  * the tile (one segment of n floats each), then added to the received sums and pooled into its map row (double). */
 int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt, const float *lse, Sums *out) {
     const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), mside = p->map;
@@ -424,71 +426,84 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
     for (int64_t c = 0; c <= mside; c++) first[c] = (c * n + mside - 1) / mside;  /* ceil(c n / map) */
     int64_t exact = 0;  /* the leading bins of one distance each (bin d holds distance d) */
     while (exact < bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
-    double mass[TQ], sq[TQ], w[TQ];
-    float top[TQ];
+    double mass[TQ], sq[TQ], w[TQ], sink;
+    float top[TQ], at[TQ], corr[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
         const int64_t i1 = i0 + TQ < n ? i0 + TQ : n, rows = i1 - i0;
         int64_t jlo, jhi;
         tile_keys(p, i0, i1, -1, &jlo, &jhi);
         const int64_t width = jhi - jlo, row0 = i0 * mside / n, segs = (i1 - 1) * mside / n - row0 + 1;
         const int64_t k0 = jlo - (i1 - 1);  /* the tile's lowest offset j - i */
-        for (int64_t g = 0; g < segs; g++) memset(seg + g * n + jlo, 0, sizeof(float) * (size_t)width);
-        for (int64_t r = 0; r < rows; r++) { mass[r] = sq[r] = w[r] = 0.0; top[r] = -INFINITY; }
         for (int64_t t = 0; t < rows * d; t++) qs[t] = q[i0 * d + t] * p->scale;
-        memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
-        memset(diag, 0, sizeof(double) * (size_t)(width + rows));
-        for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
-            const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi;
-            for (int64_t g = 0; g < rows; g += 4) {
-                const int64_t grows = rows - g < 4 ? rows - g : 4;
-                int64_t gj0, gj1;
-                group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
-                if (gj1 <= gj0) continue;
-                logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
-                for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r;
-                    int64_t j0, j1;
-                    row_keys(p, i, c0, c1, &j0, &j1);
-                    if (j1 <= j0) continue;
-                    const int64_t len = j1 - j0;
-                    const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
-                    const float at = lse[i];
-                    /* the weights, the entropy's sum of a (lse - s) (terms >= 0) and the largest logit */
-                    float tw = 0.0f, tt = sr[0];
-                    int64_t j = 0;
-                    vf vw = {0}, vt = (vf){0} + sr[0];
-                    for (; j + VL <= len; j += VL) {
-                        const vf sv = loadv(sr + j), x = vexp(sv - at);
-                        memcpy(a + j, &x, sizeof x);
-                        vw += x * (at - sv);
-                        vt = vmax(vt, sv);
+        for (int64_t r = 0; r < rows; r++) { at[r] = lse[i0 + r]; corr[r] = 1.0f; }
+        /* The weights sum to 1 + delta, delta the rounding by which these logits differ from the model's (about the
+         * float spacing of the largest logit: 5e-5 at logits near 500). Where some row of the tile is off by more
+         * than REDO, the tile is summed again with that row's weights divided by their sum (corr): every sum of the
+         * tile, the sums over queries too, then holds weights that sum to 1 within float rounding. */
+        for (int attempt = 0;; attempt++) {
+            for (int64_t g = 0; g < segs; g++) memset(seg + g * n + jlo, 0, sizeof(float) * (size_t)width);
+            for (int64_t r = 0; r < rows; r++) { mass[r] = sq[r] = w[r] = 0.0; top[r] = -INFINITY; }
+            memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
+            memset(diag, 0, sizeof(double) * (size_t)(width + rows));
+            sink = 0.0;
+            for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
+                const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi;
+                for (int64_t g = 0; g < rows; g += 4) {
+                    const int64_t grows = rows - g < 4 ? rows - g : 4;
+                    int64_t gj0, gj1;
+                    group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
+                    if (gj1 <= gj0) continue;
+                    logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
+                    for (int64_t r = g; r < g + grows; r++) {
+                        const int64_t i = i0 + r;
+                        int64_t j0, j1;
+                        row_keys(p, i, c0, c1, &j0, &j1);
+                        if (j1 <= j0) continue;
+                        const int64_t len = j1 - j0;
+                        const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
+                        const float ar = at[r], cr = corr[r];
+                        /* the weights, the entropy's sum of a (lse - s) (terms >= 0) and the largest logit */
+                        float tw = 0.0f, tt = sr[0];
+                        int64_t j = 0;
+                        vf vw = {0}, vt = (vf){0} + sr[0];
+                        for (; j + VL <= len; j += VL) {
+                            const vf sv = loadv(sr + j), x = vexp(sv - ar) * cr;
+                            memcpy(a + j, &x, sizeof x);
+                            vw += x * (ar - sv);
+                            vt = vmax(vt, sv);
+                        }
+                        for (int u = 0; u < VL; u++) { tw += vw[u]; tt = vt[u] > tt ? vt[u] : tt; }
+                        for (; j < len; j++) {
+                            const float x = expf(sr[j] - ar) * cr;
+                            a[j] = x;
+                            tw += x * (ar - sr[j]);
+                            tt = sr[j] > tt ? sr[j] : tt;
+                        }
+                        w[r] += tw;
+                        top[r] = tt > top[r] ? tt : top[r];
+                        /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
+                         * float weights: Toeplitz scores and the positional share difference them */
+                        float *restrict rec = seg + (i * mside / n - row0) * n + j0;
+                        double *restrict dg = diag + (j0 - i - k0);
+                        double tm = 0.0, ts = 0.0;
+                        for (j = 0; j < len; j++) {
+                            rec[j] += a[j];
+                            dg[j] += a[j];
+                            tm += a[j];
+                            ts += (double)a[j] * (double)a[j];
+                        }
+                        mass[r] += tm; sq[r] += ts;
+                        if (j0 == 0 && i >= 1) sink += a[0];
+                        add_bins(p, exact, i, j0, len, a, bd + r * bins);
                     }
-                    for (int u = 0; u < VL; u++) { tw += vw[u]; tt = vt[u] > tt ? vt[u] : tt; }
-                    for (; j < len; j++) {
-                        const float x = expf(sr[j] - at);
-                        a[j] = x;
-                        tw += x * (at - sr[j]);
-                        tt = sr[j] > tt ? sr[j] : tt;
-                    }
-                    w[r] += tw;
-                    top[r] = tt > top[r] ? tt : top[r];
-                    /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
-                     * float weights: Toeplitz scores and the positional share difference them */
-                    float *restrict rec = seg + (i * mside / n - row0) * n + j0;
-                    double *restrict dg = diag + (j0 - i - k0);
-                    double tm = 0.0, ts = 0.0;
-                    for (j = 0; j < len; j++) {
-                        rec[j] += a[j];
-                        dg[j] += a[j];
-                        tm += a[j];
-                        ts += (double)a[j] * (double)a[j];
-                    }
-                    mass[r] += tm; sq[r] += ts;
-                    if (j0 == 0 && i >= 1) out->sink[0] += a[0];
-                    add_bins(p, exact, i, j0, len, a, bd + r * bins);
                 }
             }
+            int redo = 0;
+            for (int64_t r = 0; r < rows; r++) redo |= fabs(mass[r] - 1.0) > REDO;
+            if (!redo || attempt > 0) break;
+            for (int64_t r = 0; r < rows; r++) corr[r] = (float)(1.0 / mass[r]);
         }
+        out->sink[0] += sink;
         for (int64_t t = 0; t < width + rows - 1; t++) out->offsets[k0 + n - 1 + t] += diag[t];
         for (int64_t g = 0; g < segs; g++) {  /* each map row of the tile, over the keys its queries see */
             int64_t lo, hi;
@@ -503,11 +518,10 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
             out->row_mass[i] += mass[r];
             out->row_sq[i] += sq[r];
             out->row_sum_sq[i] += mass[r] * mass[r];
-            /* the weights sum to M = mass[r], within the rounding by which these logits differ from the model's
-             * (which made lse): the entropy and largest weight of the row a / M, as the two passes give them */
+            /* the entropy and largest weight of the row a / mass (a = exp(s - at) corr): what the two passes give */
             const double inv = 1.0 / mass[r];
-            out->entropy[i] += w[r] * inv + log(mass[r]);
-            out->max_weight[i] += exp((double)top[r] - (double)lse[i]) * inv;
+            out->entropy[i] += w[r] * inv + log(mass[r]) - log((double)corr[r]);
+            out->max_weight[i] += exp((double)top[r] - (double)at[r]) * (double)corr[r] * inv;
             if (i >= 1) {
                 out->span50[span_of(p, bd + r * bins, mass[r] * 0.5)] += 1.0;
                 out->span90[span_of(p, bd + r * bins, mass[r] * 0.9)] += 1.0;

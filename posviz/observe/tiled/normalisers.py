@@ -9,7 +9,7 @@ model with ``torch.nn.functional.scaled_dot_product_attention`` standing in for 
 that flash kernel, the stand-in calls the same kernel with the same arguments (the model's output is the same,
 bit for bit) and keeps its log-sum-exp; anywhere else it calls PyTorch's own function and keeps nothing.
 
-The statistics then take one pass (18-24 % less time an entry; benchmarks/README.md, section 16).
+The statistics then take one pass (13-20 % less time an entry; benchmarks/README.md, section 16).
 """
 
 from __future__ import annotations
