@@ -4,9 +4,10 @@ Models whose attention goes through transformers' ``AttentionInterface`` (LLaMA,
 GPT-NeoX, OPT, BERT, RoBERTa, ALBERT, … in transformers 5) hand every layer's attention inputs to one function:
 queries and keys with position applied (RoPE rotated, whatever its ``rope_type`` and scaling, partial rotary
 included), keys before grouped-query expansion, the scale, the mask, the sliding window and the logit cap. Inside
-:class:`TiledCapture` that function is posviz's: it adds the layer's tiles to its
-:class:`~posviz.observe.tiled.sums.TiledSums`, then calls the model's own SDPA attention, so the model's outputs
-are unchanged and no ``n x n`` map is formed by posviz.
+:class:`TiledCapture` that function is posviz's: it calls the model's own SDPA attention and adds the layer's tiles
+to its :class:`~posviz.observe.tiled.sums.TiledSums` (after the call where the compiled CPU kernel takes the
+log-sum-exp the call computed, :mod:`~posviz.observe.tiled.normalisers`; before it otherwise), so the model's
+outputs are unchanged and no ``n x n`` map is formed by posviz.
 
 posviz's own models (every scheme: TISA, TUPE, T5, ALiBi, RoPE, …) run SDPA in their attention modules
 (:class:`posviz.models.modeling_posviz.PosvizAttention`); a forward pre-hook on each sees its inputs (the hidden
@@ -24,6 +25,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from posviz.observe.tiled.choice import choose_kernel
 from posviz.observe.tiled.kernel import TILE, AttentionInputs, accumulate
 from posviz.observe.tiled.normalisers import keeping_normalisers
 from posviz.observe.tiled.sums import MAP_SIZE, TiledSums
@@ -87,8 +89,7 @@ class TiledCapture:
         self.sums: dict[int, TiledSums] = {}
         self.supports: dict[int, Support] = {}
         self.calls = 0
-        self.one_pass: set[int] = set()
-        self._two_pass: set[int] = set()
+        self._one_pass: dict[int, bool] = {}
         self._layer = 0
         self._previous: str | None = None
         self._hooks: list[Any] = []
@@ -132,12 +133,14 @@ class TiledCapture:
         scale = kwargs.get("scaling")
         inputs = AttentionInputs(query, key, query.shape[-1] ** -0.5 if scale is None else float(scale), support,
                                  bias=_bias(kwargs.get("position_bias")), softcap=kwargs.get("softcap"))
-        if not (self.normalisers and _wants_normalisers(inputs)):
-            self._add(layer, inputs)
+        kernel = choose_kernel(inputs)
+        # the compiled CPU kernel saves a pass with the model's own log-sum-exp (kept by the flash kernel: no window)
+        if not (self.normalisers and kernel == "native" and inputs.support.window is None):
+            self._add(layer, inputs, kernel)
             return self._sdpa(module, query, key, value, mask, **kwargs)
         with keeping_normalisers() as kept:  # the model's attention first, keeping its log-sum-exp
             out = self._sdpa(module, query, key, value, mask, **kwargs)
-        self._add(layer, _with_normalisers(inputs, kept))
+        self._add(layer, _with_normalisers(inputs, kept), kernel)
         return out
 
     def _posviz_attend(self, module: Any, args: tuple, kwargs: dict) -> None:
@@ -159,26 +162,22 @@ class TiledCapture:
         self.calls += 1
         return layer if self.layers is None or layer in self.layers else None
 
-    def _add(self, layer: int, inputs: AttentionInputs) -> None:
+    @property
+    def one_pass(self) -> set[int]:
+        """The layers whose sums took the model's own normalisers (``normalisers``) in every block so far."""
+        return {layer for layer, every in self._one_pass.items() if every}
+
+    def _add(self, layer: int, inputs: AttentionInputs, kernel: str | None = None) -> None:
         if self.supports.setdefault(layer, inputs.support) != inputs.support:
             raise NotCapturable(f"layer {layer}: blocks of different supports ({self.supports[layer]} and {inputs.support})")
-        self.sums[layer] = accumulate(inputs, self.sums.get(layer), tile=self.tile, map_size=self.map_size)
-        (self._two_pass if inputs.lse is None else self.one_pass).add(layer)
-        self.one_pass -= self._two_pass
+        self.sums[layer] = accumulate(inputs, self.sums.get(layer), tile=self.tile, map_size=self.map_size, kernel=kernel)
+        self._one_pass[layer] = self._one_pass.get(layer, True) and inputs.lse is not None
 
 
 def _dispatch(module: Any, query: Any, key: Any, value: Any, mask: Any, **kwargs: Any) -> Any:
     if not _ACTIVE:
         raise RuntimeError(f"the attention implementation {IMPLEMENTATION!r} runs only inside posviz's TiledCapture")
     return _ACTIVE[-1].attend(module, query, key, value, mask, **kwargs)
-
-
-def _wants_normalisers(inputs: AttentionInputs) -> bool:
-    """Whether the compiled CPU kernel will take ``inputs``, so that the model's own log-sum-exp would save it a pass."""
-    from posviz.observe.tiled.choice import kernel_choice
-    from posviz.observe.tiled.native import why_not_native
-
-    return inputs.support.window is None and kernel_choice() in ("auto", "native") and why_not_native(inputs) is None
 
 
 def _with_normalisers(inputs: AttentionInputs, kept: list) -> AttentionInputs:

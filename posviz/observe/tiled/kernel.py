@@ -83,7 +83,7 @@ class AttentionInputs:
 
 
 def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: int = TILE, map_size: int = MAP_SIZE,
-               blocks_per_tile: int | None = None) -> TiledSums:
+               blocks_per_tile: int | None = None, kernel: str | None = None) -> TiledSums:
     """Add every block of ``inputs`` to ``sums`` (new sums when None); returns the sums.
 
     Parameters
@@ -98,6 +98,9 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
         Side of the block-averaged map when new sums are made.
     blocks_per_tile
         Blocks computed together in one tile (None: one on a CPU; on a GPU as many as :data:`TILE_ENTRIES` allows).
+    kernel
+        What :func:`~posviz.observe.tiled.choice.choose_kernel` chose for these inputs (``triton``, ``native`` or
+        ``torch``), where the caller chose already; None: chosen here.
 
     Notes
     -----
@@ -114,7 +117,7 @@ def accumulate(inputs: AttentionInputs, sums: TiledSums | None = None, *, tile: 
 
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"the tile size must be a positive integer, got {tile!r}")
-    which = choose_kernel(inputs)
+    which = choose_kernel(inputs) if kernel is None else kernel
     if which == "triton":
         return accumulate_fused(inputs, sums, map_size=map_size)
     if which == "native":

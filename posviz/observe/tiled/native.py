@@ -51,7 +51,7 @@ SUM_FIELDS = ("offsets", "row_mass", "row_sq", "row_sum_sq", "entropy", "max_wei
 class _Params(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("d", ctypes.c_int64), ("map", ctypes.c_int64), ("scale", ctypes.c_float),
                 ("softcap", ctypes.c_float), ("causal", ctypes.c_int64), ("window", ctypes.c_int64),
-                ("edges", ctypes.c_void_p), ("bin_of", ctypes.c_void_p), ("bins", ctypes.c_int64)]
+                ("edges", ctypes.c_void_p), ("bin_of", ctypes.c_void_p), ("bins", ctypes.c_int64), ("ldk", ctypes.c_int64)]
 
 
 class _Sums(ctypes.Structure):
@@ -150,6 +150,8 @@ def native_library() -> tuple[Any, str | None]:
     lib.posviz_head_statistics_lse.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.POINTER(_Sums)]
     lib.posviz_head_statistics_lse.restype = ctypes.c_int
+    lib.posviz_key_stride.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.posviz_key_stride.restype = ctypes.c_int64
     return lib, None
 
 
@@ -213,13 +215,15 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     if sums is None:
         sums = TiledSums.zeros(heads, n, map_size)
     q = inputs.query.detach().float().contiguous()
-    kt = inputs.key.detach().float().transpose(-1, -2).contiguous()  # (batch, kv_heads, d, n): keys along rows
+    # (batch, kv_heads, d, n): keys along rows, the rows posviz_key_stride floats apart (the rest is never read)
+    kt = torch.empty(*inputs.key.shape[:2], d, lib.posviz_key_stride(n, d), dtype=torch.float32)[..., :n]
+    kt.copy_(inputs.key.detach().transpose(-1, -2))
     lse = None if inputs.lse is None else inputs.lse.detach().float().contiguous()  # given: one pass (the _lse entry)
     group = heads // kt.shape[1]
     edges, bin_of = (np.ascontiguousarray(x, dtype=np.int64) for x in distance_bins(n))  # the C side reads int64
     support = inputs.support
     params = _Params(n, d, int(sums.map.shape[-1]), float(inputs.scale), float(inputs.softcap or 0.0), int(support.causal),
-                     int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1)
+                     int(support.window or 0), edges.ctypes.data, bin_of.ctypes.data, len(edges) - 1, kt.stride(-2))
     fields = {name: getattr(sums, name) for name in SUM_FIELDS}
     for name, t in fields.items():
         if t.dtype != torch.float64 or t.device.type != "cpu" or not t.is_contiguous():

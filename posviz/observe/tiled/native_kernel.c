@@ -12,9 +12,10 @@
  *      then added to the received sums and pooled into that row of the map (double).
  * Sums across tiles are double; logits and weights float (the precision of the model's own attention), as in the
  * PyTorch tiles. The row mass, squares and diagonal sums are summed in double from the float weights: the positional
- * share differences them, and float sums there are 1e-4 off for near-uniform heads. Keys outside the support are
- * never visited (loop bounds), so no -inf enters the arithmetic (this file is compiled with -ffast-math; the library
- * is linked without it, see native.py).
+ * share differences them, and float sums there, even over the 32 rows of one tile or a row's chunk, put it 1e-4 off
+ * for near-uniform heads (a float sweep of the one pass was 13 % faster, and failed that test). Keys outside the
+ * support are never visited (loop bounds), so no -inf enters the arithmetic (this file is compiled with -ffast-math;
+ * the library is linked without it, see native.py).
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@ typedef struct {
     const int64_t *edges;       /* distance bin edges, bins + 1 of them */
     const int64_t *bin_of;      /* distance -> bin */
     int64_t bins;
+    int64_t ldk;                /* floats from one row of the transposed keys to the next (posviz_key_stride) */
 } Params;
 
 typedef struct {                /* one head's sums (double), as TiledSums */
@@ -109,11 +111,11 @@ static inline float largest(const float *restrict x, int64_t len) {
 }
 
 /* s[r * JC + t] = cap(q_r . k_(j0 + t)) for rows r < rows (at most 4, q already scaled) and keys j0 .. j0 + len;
- * kt is d x n (transposed keys). KB keys of four rows at a time in 4 x KV vector accumulators: each vector of keys
- * loaded once serves the four rows. */
+ * kt is d x n (transposed keys, rows p->ldk floats apart). KB keys of four rows at a time in 4 x KV vector
+ * accumulators: each vector of keys loaded once serves the four rows. */
 static inline void logits(const Params *p, const float *restrict q, int64_t rows, const float *restrict kt, int64_t j0,
                           int64_t len, float *restrict s) {
-    const int64_t n = p->n, d = p->d;
+    const int64_t n = p->ldk, d = p->d;
     int64_t j = 0;
     if (rows == 4) {
         for (; j + KB <= len; j += KB) {
@@ -152,16 +154,9 @@ static inline void logits(const Params *p, const float *restrict q, int64_t rows
     }
 }
 
-/* The smallest distance D whose keys hold `target` of a query's mass (mass by bin `bd`), as kernel.py's _spans. */
-static int64_t span_of(const Params *p, const double *bd, double target) {
-    double cum = 0.0, before = 0.0;
-    int64_t m = p->bins - 1;
-    for (int64_t b = 0; b < p->bins; b++) {
-        before = cum;
-        cum += bd[b];
-        if (cum >= target) { m = b; break; }
-        if (b == p->bins - 1) before = cum - bd[b];
-    }
+/* The smallest distance D whose keys hold `target` of a query's mass, `before` of it in the bins ahead of bin m, the
+ * first to reach the target (its mass taken as spread evenly over its distances), as kernel.py's _spans. */
+static int64_t span_in(const Params *p, const double *bd, int64_t m, double before, double target) {
     double inside = bd[m] > 2.2250738585072014e-308 ? bd[m] : 2.2250738585072014e-308;
     double frac = (target - before) / inside;
     frac = frac < 0.0 ? 0.0 : (frac > 1.0 ? 1.0 : frac);
@@ -170,6 +165,25 @@ static int64_t span_of(const Params *p, const double *bd, double target) {
     int64_t span = lo + (step < 1 ? 1 : step) - 1;
     int64_t last = p->edges[p->bins] - 1;
     return span < 0 ? 0 : (span > last ? last : span);
+}
+
+/* Count a query's spans of 50 % and 90 % of its mass (mass by bin `bd`) into span50 and span90, in one sweep of the
+ * cumulative mass (a sweep for each was a sixth of the kernel's time at n = 2048: 84 bins a row, each on the last). */
+static void add_spans(const Params *p, const double *bd, double mass, double *span50, double *span90) {
+    const double t50 = mass * 0.5, t90 = mass * 0.9;
+    const int64_t last = p->bins - 1;
+    int64_t m50 = -1, m90 = last;
+    double cum = 0.0, b50 = 0.0, b90 = 0.0;
+    for (int64_t b = 0; b < p->bins; b++) {
+        const double before = cum;
+        cum += bd[b];
+        if (m50 < 0 && cum >= t50) { m50 = b; b50 = before; }
+        if (cum >= t90) { m90 = b; b90 = before; break; }
+    }
+    if (m50 < 0) { m50 = last; b50 = cum - bd[last]; }  /* rounding: the target not reached, the last bin taken */
+    if (!(cum >= t90)) b90 = cum - bd[last];
+    span50[span_in(p, bd, m50, b50, t50)] += 1.0;
+    span90[span_in(p, bd, m90, b90, t90)] += 1.0;
 }
 
 /* Add a[0 .. len) (keys j0 ..) of query i to its mass by distance bin; bins 0 .. exact - 1 hold one distance each. */
@@ -212,7 +226,26 @@ static inline void add_map(const Params *p, const int64_t *first, int64_t row, i
         return;
     }
     int64_t c = j0 * m / n, j = j0;
-    const int64_t end = j0 + len;
+    const int64_t end = j0 + len, w = n / m;
+    if (n % m == 0 && (w == 2 || w == 4 || w == 8)) {
+        /* cells of w keys each (n = 1024, 2048 and 4096 on the default map of 512): the whole cells in loops of a
+         * fixed stride, which the compiler vectorises; the general loop below made the kernel 15 % slower at 2048 */
+        for (; j < end && j % w; j++) cells[c] += a[j - j0];
+        c = j / w;
+        const float *restrict x = a + (j - j0);
+        const int64_t whole = (end - j) / w;
+        if (w == 2) {
+            for (int64_t t = 0; t < whole; t++, x += 2) cells[c + t] += (double)x[0] + x[1];
+        } else if (w == 4) {
+            for (int64_t t = 0; t < whole; t++, x += 4) cells[c + t] += ((double)x[0] + x[1]) + ((double)x[2] + x[3]);
+        } else {
+            for (int64_t t = 0; t < whole; t++, x += 8)
+                cells[c + t] += (((double)x[0] + x[1]) + ((double)x[2] + x[3])) + (((double)x[4] + x[5]) + ((double)x[6] + x[7]));
+        }
+        j += whole * w; c += whole;
+        for (; j < end; j++) cells[c] += a[j - j0];
+        return;
+    }
     while (j < end) {
         const int64_t stop = first[c + 1] < end ? first[c + 1] : end;
         double t = 0.0;
@@ -255,7 +288,16 @@ static int64_t chunk_keys(int64_t d) {
     return keys < 64 ? 64 : (keys > JC ? JC : keys);
 }
 
-/* One block of one head: q is n x d, kt is d x n; adds into `out`. Returns 0, or -1 when memory ran out. */
+/* The row stride (floats) of the transposed keys for n positions of head dimension d: n rounded up to 4 KiB, plus
+ * one chunk of keys. Rows a multiple of 4 KiB apart fall into the same sets of the L1 cache, and a chunk's d rows
+ * (16 at d = 16) would compete for its 12 ways, the chunk evicting itself; one chunk further apart, the rows of a
+ * chunk spread over all its sets (4-6 % less time an entry at n = 8192, d = 16 and 64; benchmarks/README.md,
+ * section 16). */
+int64_t posviz_key_stride(int64_t n, int64_t d) {
+    return (n + 1023) / 1024 * 1024 + chunk_keys(d);
+}
+
+/* One block of one head: q is n x d, kt is d x n (rows p->ldk floats apart); adds into `out`. Returns 0, or -1 when memory ran out. */
 int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sums *out) {
     const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), chunks = (n + jc - 1) / jc, mside = p->map;
     float *s = malloc(sizeof(float) * 4 * JC), *e = malloc(sizeof(float) * (size_t)(TQ * n));
@@ -395,8 +437,7 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
             if (i >= 1) {
                 double *row_bins = bd + r * bins;
                 for (int64_t b = 0; b < bins; b++) row_bins[b] *= g;
-                out->span50[span_of(p, row_bins, mass[r] * 0.5)] += 1.0;
-                out->span90[span_of(p, row_bins, mass[r] * 0.9)] += 1.0;
+                add_spans(p, row_bins, mass[r], out->span50, out->span90);
             }
         }
     }
@@ -523,8 +564,7 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
             out->entropy[i] += w[r] * inv + log(mass[r]) - log((double)corr[r]);
             out->max_weight[i] += exp((double)top[r] - (double)at[r]) * (double)corr[r] * inv;
             if (i >= 1) {
-                out->span50[span_of(p, bd + r * bins, mass[r] * 0.5)] += 1.0;
-                out->span90[span_of(p, bd + r * bins, mass[r] * 0.9)] += 1.0;
+                add_spans(p, bd + r * bins, mass[r], out->span50, out->span90);
             }
         }
     }

@@ -20,8 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-#: The value of ``torch._fused_sdp_choice`` for the flash kernel (``torch.nn.attention.SDPBackend.FLASH_ATTENTION``).
-FLASH = 1
+
+def flash_choice() -> int:
+    """The value ``torch._fused_sdp_choice`` gives for the flash kernel: ``SDPBackend.FLASH_ATTENTION``, 1 where
+    ``torch.nn.attention`` is absent (PyTorch 2.2, which has no CPU flash operator to call either)."""
+    try:
+        from torch.nn.attention import SDPBackend
+    except ImportError:
+        return 1
+    return int(SDPBackend.FLASH_ATTENTION)
 
 
 @dataclass
@@ -65,6 +72,7 @@ def keeping_normalisers() -> Iterator[list[Normalisers | None]]:
     import torch.nn.functional as F
 
     original, op, kept, me = F.scaled_dot_product_attention, flash_cpu(), [], threading.get_ident()
+    flash = flash_choice()
 
     def stand_in(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
                  scale: float | None = None, enable_gqa: bool = False) -> Any:
@@ -73,7 +81,7 @@ def keeping_normalisers() -> Iterator[list[Normalisers | None]]:
             return original(query, key, value, attn_mask, dropout_p, is_causal, **extra)
         if (op is None or attn_mask is not None or dropout_p != 0.0 or query.device.type != "cpu"
                 or (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
-                or torch._fused_sdp_choice(query, key, value, None, 0.0, is_causal, **extra) != FLASH):
+                or torch._fused_sdp_choice(query, key, value, None, 0.0, is_causal, **extra) != flash):
             kept.append(None)
             return original(query, key, value, attn_mask, dropout_p, is_causal, **extra)
         # the call scaled_dot_product_attention makes on the CPU for its flash kernel (no mask, no dropout)
