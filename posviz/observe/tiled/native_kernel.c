@@ -281,6 +281,52 @@ static inline void tile_keys(const Params *p, int64_t i0, int64_t i1, int64_t ro
     }
 }
 
+/* The rows of one tile's logits in the order they are computed: per chunk of up to jc keys, per group of four queries
+ * (their logits in one call of `logits`), per query of the group that sees keys of the chunk. The one traversal of
+ * the logits, which both entries below run: `tile_rows` starts it, each `next_row` hands out one row's slice. */
+typedef struct {
+    const Params *p;
+    const float *qs, *kt;       /* the tile's scaled queries, the transposed keys */
+    float *s;                   /* the logits of the current group, JC floats a row */
+    int64_t i0, rows, jlo, jhi, jc;
+    int64_t c0, c1, g, grows, gj0, r;  /* the current chunk c0 .. c1, group g .. g + grows (keys from gj0), next row */
+} TileRows;
+
+static inline TileRows tile_rows(const Params *p, const float *qs, const float *kt, float *s, int64_t i0, int64_t rows,
+                                 int64_t jlo, int64_t jhi, int64_t jc) {
+    /* positioned past the last group of a chunk before jlo, so that the first next_row starts at chunk jlo */
+    return (TileRows){p, qs, kt, s, i0, rows, jlo, jhi, jc, jlo - jc, jlo, rows, 0, 0, rows};
+}
+
+/* The next row: r (of the tile), ci (its chunk, from 0), its keys j0 .. j0 + len and their logits sr; 0 when the tile
+ * is done. */
+static inline int next_row(TileRows *t, int64_t *r, int64_t *ci, int64_t *j0, int64_t *len, const float **sr) {
+    for (;;) {
+        while (t->r >= t->g + t->grows) {  /* the group is done: the next one with keys in this chunk, or the next chunk */
+            t->g += 4;
+            if (t->g >= t->rows) {
+                t->c0 += t->jc;
+                if (t->c0 >= t->jhi) return 0;
+                t->c1 = t->c0 + t->jc < t->jhi ? t->c0 + t->jc : t->jhi;
+                t->g = 0;
+            }
+            t->grows = t->rows - t->g < 4 ? t->rows - t->g : 4;
+            int64_t gj1;  /* the keys of this chunk that any row of the group sees */
+            group_keys(t->p, t->i0 + t->g, t->grows, t->c0, t->c1, &t->gj0, &gj1);
+            if (gj1 <= t->gj0) { t->r = t->g + t->grows; continue; }
+            logits(t->p, t->qs + t->g * t->p->d, t->grows, t->kt, t->gj0, gj1 - t->gj0, t->s);
+            t->r = t->g;
+        }
+        const int64_t row = t->r++;
+        int64_t a, b;
+        row_keys(t->p, t->i0 + row, t->c0, t->c1, &a, &b);
+        if (b <= a) continue;
+        *r = row; *ci = (t->c0 - t->jlo) / t->jc; *j0 = a; *len = b - a;
+        *sr = t->s + (row - t->g) * JC + (a - t->gj0);
+        return 1;
+    }
+}
+
 /* Keys per chunk: as many as keep a chunk of transposed keys (d x keys floats) within 32 KiB of the L1 cache, in
  * multiples of 64 (the four-row logits), 64 to JC. */
 static int64_t chunk_keys(int64_t d) {
@@ -325,56 +371,45 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         for (int64_t t = 0; t < rows * d; t++) qs[t] = q[i0 * d + t] * p->scale;
         memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
         /* A: the logits, once */
-        for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
-            const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi, ci = (c0 - jlo) / jc;
-            for (int64_t g = 0; g < rows; g += 4) {
-                const int64_t grows = rows - g < 4 ? rows - g : 4;
-                int64_t gj0, gj1;  /* the keys of this chunk that any row of the group sees */
-                group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
-                if (gj1 <= gj0) continue;
-                logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
-                for (int64_t r = g; r < g + grows; r++) {
-                    const int64_t i = i0 + r;
-                    int64_t j0, j1;
-                    row_keys(p, i, c0, c1, &j0, &j1);
-                    if (j1 <= j0) continue;
-                    const int64_t len = j1 - j0;
-                    const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
-                    double *restrict row_bins = bd + r * bins;
-                    const float top = largest(sr, len);
-                    if (!seen[r]) {
-                        m[r] = top;
-                        seen[r] = 1;
-                    } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
-                        const double f = exp(m[r] - (double)top);
-                        w[r] = f * (w[r] + ((double)top - m[r]) * l[r]);  /* each (m - s) grows by top - m */
-                        l[r] *= f;
-                        for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
-                        m[r] = top;
-                    }
-                    const float at = (float)m[r];
-                    float *restrict ev = e + r * width + (j0 - jlo);
-                    float tl = 0.0f, tw = 0.0f;
-                    int64_t j = 0;
-                    vf vl = {0}, vw = {0};
-                    for (; j + VL <= len; j += VL) {
-                        const vf sv = loadv(sr + j), x = vexp(sv - at);
-                        memcpy(ev + j, &x, sizeof x);
-                        vl += x;
-                        vw += x * (at - sv);
-                    }
-                    for (int u = 0; u < VL; u++) { tl += vl[u]; tw += vw[u]; }
-                    for (; j < len; j++) {
-                        const float x = expf(sr[j] - at);
-                        ev[j] = x;
-                        tl += x;
-                        tw += x * (at - sr[j]);
-                    }
-                    l[r] += tl; w[r] += tw;
-                    shift[r * chunks + ci] = at;
-                    add_bins(p, exact, i, j0, len, ev, row_bins);
-                }
+        TileRows it = tile_rows(p, qs, kt, s, i0, rows, jlo, jhi, jc);
+        int64_t r, ci, j0, len;
+        const float *row_s;
+        while (next_row(&it, &r, &ci, &j0, &len, &row_s)) {
+            const int64_t i = i0 + r;
+            const float *restrict sr = row_s;
+            double *restrict row_bins = bd + r * bins;
+            const float top = largest(sr, len);
+            if (!seen[r]) {
+                m[r] = top;
+                seen[r] = 1;
+            } else if (top > m[r]) {  /* a larger logit: rescale what was summed in the old shift */
+                const double f = exp(m[r] - (double)top);
+                w[r] = f * (w[r] + ((double)top - m[r]) * l[r]);  /* each (m - s) grows by top - m */
+                l[r] *= f;
+                for (int64_t b = 0; b < bins; b++) row_bins[b] *= f;
+                m[r] = top;
             }
+            const float at = (float)m[r];
+            float *restrict ev = e + r * width + (j0 - jlo);
+            float tl = 0.0f, tw = 0.0f;
+            int64_t j = 0;
+            vf vl = {0}, vw = {0};
+            for (; j + VL <= len; j += VL) {
+                const vf sv = loadv(sr + j), x = vexp(sv - at);
+                memcpy(ev + j, &x, sizeof x);
+                vl += x;
+                vw += x * (at - sv);
+            }
+            for (int u = 0; u < VL; u++) { tl += vl[u]; tw += vw[u]; }
+            for (; j < len; j++) {
+                const float x = expf(sr[j] - at);
+                ev[j] = x;
+                tl += x;
+                tw += x * (at - sr[j]);
+            }
+            l[r] += tl; w[r] += tw;
+            shift[r * chunks + ci] = at;
+            add_bins(p, exact, i, j0, len, ev, row_bins);
         }
         /* B: the weights into the sums over queries. Attention received is summed in float over the queries of one
          * row of the map (a segment), then added to the received sums and pooled into that map row (double). */
@@ -487,57 +522,46 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
             memset(bd, 0, sizeof(double) * (size_t)(rows * bins));
             memset(diag, 0, sizeof(double) * (size_t)(width + rows));
             sink = 0.0;
-            for (int64_t c0 = jlo; c0 < jhi; c0 += jc) {
-                const int64_t c1 = c0 + jc < jhi ? c0 + jc : jhi;
-                for (int64_t g = 0; g < rows; g += 4) {
-                    const int64_t grows = rows - g < 4 ? rows - g : 4;
-                    int64_t gj0, gj1;
-                    group_keys(p, i0 + g, grows, c0, c1, &gj0, &gj1);
-                    if (gj1 <= gj0) continue;
-                    logits(p, qs + g * d, grows, kt, gj0, gj1 - gj0, s);
-                    for (int64_t r = g; r < g + grows; r++) {
-                        const int64_t i = i0 + r;
-                        int64_t j0, j1;
-                        row_keys(p, i, c0, c1, &j0, &j1);
-                        if (j1 <= j0) continue;
-                        const int64_t len = j1 - j0;
-                        const float *restrict sr = s + (r - g) * JC + (j0 - gj0);
-                        const float ar = at[r], cr = corr[r];
-                        /* the weights, the entropy's sum of a (lse - s) (terms >= 0) and the largest logit */
-                        float tw = 0.0f, tt = sr[0];
-                        int64_t j = 0;
-                        vf vw = {0}, vt = (vf){0} + sr[0];
-                        for (; j + VL <= len; j += VL) {
-                            const vf sv = loadv(sr + j), x = vexp(sv - ar) * cr;
-                            memcpy(a + j, &x, sizeof x);
-                            vw += x * (ar - sv);
-                            vt = vmax(vt, sv);
-                        }
-                        for (int u = 0; u < VL; u++) { tw += vw[u]; tt = vt[u] > tt ? vt[u] : tt; }
-                        for (; j < len; j++) {
-                            const float x = expf(sr[j] - ar) * cr;
-                            a[j] = x;
-                            tw += x * (ar - sr[j]);
-                            tt = sr[j] > tt ? sr[j] : tt;
-                        }
-                        w[r] += tw;
-                        top[r] = tt > top[r] ? tt : top[r];
-                        /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
-                         * float weights: Toeplitz scores and the positional share difference them */
-                        float *restrict rec = seg + (i * mside / n - row0) * n + j0;
-                        double *restrict dg = diag + (j0 - i - k0);
-                        double tm = 0.0, ts = 0.0;
-                        for (j = 0; j < len; j++) {
-                            rec[j] += a[j];
-                            dg[j] += a[j];
-                            tm += a[j];
-                            ts += (double)a[j] * (double)a[j];
-                        }
-                        mass[r] += tm; sq[r] += ts;
-                        if (j0 == 0 && i >= 1) sink += a[0];
-                        add_bins(p, exact, i, j0, len, a, bd + r * bins);
-                    }
+            TileRows it = tile_rows(p, qs, kt, s, i0, rows, jlo, jhi, jc);
+            int64_t r, ci, j0, len;
+            const float *row_s;
+            while (next_row(&it, &r, &ci, &j0, &len, &row_s)) {
+                const int64_t i = i0 + r;
+                const float *restrict sr = row_s;
+                const float ar = at[r], cr = corr[r];
+                /* the weights, the entropy's sum of a (lse - s) (terms >= 0) and the largest logit */
+                float tw = 0.0f, tt = sr[0];
+                int64_t j = 0;
+                vf vw = {0}, vt = (vf){0} + sr[0];
+                for (; j + VL <= len; j += VL) {
+                    const vf sv = loadv(sr + j), x = vexp(sv - ar) * cr;
+                    memcpy(a + j, &x, sizeof x);
+                    vw += x * (ar - sv);
+                    vt = vmax(vt, sv);
                 }
+                for (int u = 0; u < VL; u++) { tw += vw[u]; tt = vt[u] > tt ? vt[u] : tt; }
+                for (; j < len; j++) {
+                    const float x = expf(sr[j] - ar) * cr;
+                    a[j] = x;
+                    tw += x * (ar - sr[j]);
+                    tt = sr[j] > tt ? sr[j] : tt;
+                }
+                w[r] += tw;
+                top[r] = tt > top[r] ? tt : top[r];
+                /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
+                 * float weights: Toeplitz scores and the positional share difference them */
+                float *restrict rec = seg + (i * mside / n - row0) * n + j0;
+                double *restrict dg = diag + (j0 - i - k0);
+                double tm = 0.0, ts = 0.0;
+                for (j = 0; j < len; j++) {
+                    rec[j] += a[j];
+                    dg[j] += a[j];
+                    tm += a[j];
+                    ts += (double)a[j] * (double)a[j];
+                }
+                mass[r] += tm; sq[r] += ts;
+                if (j0 == 0 && i >= 1) sink += a[0];
+                add_bins(p, exact, i, j0, len, a, bd + r * bins);
             }
             int redo = 0;
             for (int64_t r = 0; r < rows; r++) redo |= fabs(mass[r] - 1.0) > REDO;
