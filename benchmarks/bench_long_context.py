@@ -18,11 +18,14 @@ the modes alternately, and a row gives the median time and the largest peak. ``-
 chosen device (1e-5), and the chosen kernel with the PyTorch tiles. ``--kernel`` picks the tiles' kernel
 (``POSVIZ_TILED_KERNEL``: ``auto`` takes the fused kernel on a CUDA device with Triton and the compiled C kernel on
 the CPU where a C compiler works, ``torch`` the PyTorch tiles, ``triton`` the fused kernel or an error, ``native``
-the C kernel or an error).
+the C kernel or an error). ``--warm R`` instead runs every mode in one process per size, alternately, R rounds each,
+and gives the fastest of each: the captured forward, the part of it spent in the compiled CPU kernel, and the
+statistics after it (no peaks: one process holds them all); on a noisy machine the only way to see a change of 10 %.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_long_context.py --sizes 2048 8192                  # CPU, tiny model
+    .venv/bin/python benchmarks/bench_long_context.py --sizes 2048 8192 --warm 5 --two-pass   # one warm process a size
     python3 benchmarks/bench_long_context.py --device cuda --sizes 2048 8192 32768 --check
     python3 benchmarks/bench_long_context.py --device cuda --sizes 2048 8192 32768 --kernel torch   # the unfused tiles
     python3 benchmarks/bench_long_context.py --device cuda --shape llama-3.2-1b --dtype bfloat16 --sizes 32768 --layers 0
@@ -102,6 +105,72 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
         wall = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else _own_peak_rss()
     return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak}
+
+
+def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, rounds: int, two_pass: bool) -> dict:
+    """Time the modes in this one process, alternately, ``rounds`` times each; the fastest of each.
+
+    Beside the captured forward: the part of it spent in the compiled CPU kernel (``accumulate_native``, timed around
+    each call) and the statistics computed after it, which a run over many blocks computes once. One process for every
+    mode takes out the start-up and allocator noise that fresh processes add (their medians of three could not
+    separate changes of 10 % on a 2-core machine); its peak memory is not each mode's, so none is given.
+    """
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    import posviz.observe.tiled.native as native
+    from posviz.observe.tiled.capture import TiledCapture
+    from posviz.observe.tiled.statistics import layer_statistics
+
+    model = build(shape, n, device, dtype)
+    ids = torch.randint(0, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)).to(device)
+    chosen = list(range(model.config.num_hidden_layers)) if layers == "all" else [int(x) for x in layers.split(",")]
+    in_kernel = [0.0]
+    original = native.accumulate_native
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            in_kernel[0] += time.perf_counter() - start
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    best: dict[str, float] = {}
+
+    def keep(name: str, seconds: float) -> None:
+        best[name] = min(best.get(name, float("inf")), seconds)
+
+    native.accumulate_native = timed  # kernel.accumulate imports it from the module at each call
+    try:
+        with torch.no_grad():
+            model(ids[:, :64])
+            with TiledCapture(model, chosen, tile=tile):
+                model(ids[:, :64])
+            for _ in range(rounds):
+                for mode in ("plain", "tiled", *(("two-pass",) if two_pass else ())):
+                    sync()
+                    in_kernel[0], start = 0.0, time.perf_counter()
+                    if mode == "plain":
+                        model(ids, use_cache=False)
+                        sync()
+                        keep("plain", time.perf_counter() - start)
+                        continue
+                    with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
+                        model(ids, use_cache=False)
+                    sync()
+                    keep(mode, time.perf_counter() - start)
+                    keep(f"{mode} kernel", in_kernel[0])
+                    start = time.perf_counter()
+                    stats = [layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen]
+                    keep(f"{mode} statistics", time.perf_counter() - start)
+                    assert all(st.entropy.shape == (model.config.num_attention_heads,) for st in stats)
+    finally:
+        native.accumulate_native = original
+    return {"n": n, **best}
 
 
 def _own_peak_rss() -> int:
@@ -193,16 +262,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="processes per mode and size, alternately; the median time is shown")
     ap.add_argument("--two-pass", action="store_true",
                     help="also run the tiles without the model's normalisers (the CPU kernel's two passes), alternately")
+    ap.add_argument("--warm", type=int, metavar="R", default=0,
+                    help="instead: one process per size, the modes alternately R times each, the fastest shown (no peaks)")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one[0], args.shape, int(args.one[1]), args.device, args.dtype, args.layers, args.tile)))
+        if args.one[0] == "warm":
+            print(json.dumps(warm(args.shape, int(args.one[1]), args.device, args.dtype, args.layers, args.tile, args.warm,
+                                  args.two_pass)))
+        else:
+            print(json.dumps(one(args.one[0], args.shape, int(args.one[1]), args.device, args.dtype, args.layers, args.tile)))
         return 0
+    if args.warm < 0:
+        ap.error("--warm takes a number of rounds >= 1")
     os.environ["POSVIZ_TILED_KERNEL"] = args.kernel
     if args.check:
         print(check(args.device, args.dtype), flush=True)
     print(f"\n{args.shape} LLaMA, {args.device}, {args.dtype}, layers captured: {args.layers}, tile {args.tile}, kernel {args.kernel}"
           f"\nCPU: {cpu_line()}\n")
+    if args.warm:
+        return _warm_table(args)
     extra = " two passes s | two passes / plain |" if args.two_pass else ""
     print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |" + extra)
     print("|---|---|---|---|---|---|---|---|" + "---|" * (2 if args.two_pass else 0))
@@ -227,6 +306,28 @@ def main(argv: list[str] | None = None) -> int:
         two = f" {cell.get('two-pass', ('n/a',))[0]} | {_ratio(row, 'two-pass')} |" if args.two_pass else ""
         print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {cell['tiled'][1]} | {_ratio(row, 'tiled')} | "
               f"{eager[0]} | {eager[1]} |{two}", flush=True)
+    return 0
+
+
+def _warm_table(args: argparse.Namespace) -> int:
+    """The ``--warm`` table: per size, one child process running :func:`warm`."""
+    modes = ("tiled", *(("two-pass",) if args.two_pass else ()))
+    head = "".join(f" {m} s | {m} / plain | in the kernel s | statistics after s |" for m in modes)
+    print(f"fastest of {args.warm} rounds in one process per size, the modes alternately\n")
+    print("| n | plain s |" + head)
+    print("|---|---|" + "---|---|---|---|" * len(modes))
+    for n in args.sizes:
+        cmd = [sys.executable, __file__, "--one", "warm", str(n), "--warm", str(args.warm), "--device", args.device, "--dtype",
+               args.dtype, "--shape", args.shape, "--layers", args.layers, "--tile", str(args.tile),
+               *(("--two-pass",) if args.two_pass else ())]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"(warm at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
+            continue
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        cells = "".join(f" {got[m]:.3f} | {got[m] / got['plain']:.2f} | {got[m + ' kernel']:.3f} | {got[m + ' statistics']:.3f} |"
+                        for m in modes)
+        print(f"| {n} | {got['plain']:.3f} |{cells}", flush=True)
     return 0
 
 
