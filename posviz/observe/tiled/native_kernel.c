@@ -240,7 +240,8 @@ static inline void add_map(const Params *p, const int64_t *first, int64_t row, i
             for (int64_t t = 0; t < whole; t++, x += 4) cells[c + t] += ((double)x[0] + x[1]) + ((double)x[2] + x[3]);
         } else {
             for (int64_t t = 0; t < whole; t++, x += 8)
-                cells[c + t] += (((double)x[0] + x[1]) + ((double)x[2] + x[3])) + (((double)x[4] + x[5]) + ((double)x[6] + x[7]));
+                cells[c + t] += (((double)x[0] + x[1]) + ((double)x[2] + x[3]))
+                                + (((double)x[4] + x[5]) + ((double)x[6] + x[7]));
         }
         j += whole * w; c += whole;
         for (; j < end; j++) cells[c] += a[j - j0];
@@ -302,7 +303,7 @@ static inline TileRows tile_rows(const Params *p, const float *qs, const float *
  * is done. */
 static inline int next_row(TileRows *t, int64_t *r, int64_t *ci, int64_t *j0, int64_t *len, const float **sr) {
     for (;;) {
-        while (t->r >= t->g + t->grows) {  /* the group is done: the next one with keys in this chunk, or the next chunk */
+        while (t->r >= t->g + t->grows) {  /* the group done: the next with keys in this chunk, or the next chunk */
             t->g += 4;
             if (t->g >= t->rows) {
                 t->c0 += t->jc;
@@ -327,6 +328,18 @@ static inline int next_row(TileRows *t, int64_t *r, int64_t *ci, int64_t *j0, in
     }
 }
 
+/* first[c] for c = 0 .. map: the first key of cell c of a map row, ceil(c n / map) (add_map). */
+static void map_cells(const Params *p, int64_t *first) {
+    for (int64_t c = 0; c <= p->map; c++) first[c] = (c * p->n + p->map - 1) / p->map;
+}
+
+/* How many leading bins hold one distance each (bin d holds distance d; add_bins sums them in straight loops). */
+static int64_t exact_bins(const Params *p) {
+    int64_t exact = 0;
+    while (exact < p->bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
+    return exact;
+}
+
 /* Keys per chunk: as many as keep a chunk of transposed keys (d x keys floats) within 32 KiB of the L1 cache, in
  * multiples of 64 (the four-row logits), 64 to JC. */
 static int64_t chunk_keys(int64_t d) {
@@ -343,7 +356,8 @@ int64_t posviz_key_stride(int64_t n, int64_t d) {
     return (n + 1023) / 1024 * 1024 + chunk_keys(d);
 }
 
-/* One block of one head: q is n x d, kt is d x n (rows p->ldk floats apart); adds into `out`. Returns 0, or -1 when memory ran out. */
+/* One block of one head: q is n x d, kt is d x n (rows p->ldk floats apart); adds into `out`. Returns 0, or -1 when
+ * memory ran out. */
 int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sums *out) {
     const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), chunks = (n + jc - 1) / jc, mside = p->map;
     float *s = malloc(sizeof(float) * 4 * JC), *e = malloc(sizeof(float) * (size_t)(TQ * n));
@@ -357,9 +371,8 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
         free(s); free(e); free(shift); free(seg); free(diag); free(qs); free(bd); free(first);
         return -1;
     }
-    for (int64_t c = 0; c <= mside; c++) first[c] = (c * n + mside - 1) / mside;  /* ceil(c n / map) */
-    int64_t exact = 0;  /* the leading bins of one distance each (bin d holds distance d) */
-    while (exact < bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
+    map_cells(p, first);
+    const int64_t exact = exact_bins(p);
     double m[TQ], l[TQ], w[TQ], lse[TQ], mass[TQ], sq[TQ];
     int seen[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
@@ -484,8 +497,9 @@ int posviz_head_statistics(const Params *p, const float *q, const float *kt, Sum
  * the model's own attention computed for query i (PyTorch's CPU flash kernel hands it out beside its output; see
  * normalisers.py). The weights a_ij = exp(s_ij - lse_i) then go straight into every sum, with no row maximum, no
  * rescaling and no tile of kept exponentials (the two passes above): 13-20 % less time an entry
- * (benchmarks/README.md, section 16); a tile with a row whose weights do not sum to 1 within REDO is summed again. Attention received is summed in float over the queries of each map row of
- * the tile (one segment of n floats each), then added to the received sums and pooled into its map row (double). */
+ * (benchmarks/README.md, section 16); a tile with a row whose weights do not sum to 1 within REDO is summed again.
+ * Attention received is summed in float over the queries of each map row of the tile (one segment of n floats each),
+ * then added to the received sums and pooled into its map row (double). */
 int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt, const float *lse, Sums *out) {
     const int64_t n = p->n, d = p->d, bins = p->bins, jc = chunk_keys(d), mside = p->map;
     const int64_t segs_max = mside == n || (TQ * mside) / n + 2 > TQ ? TQ : (TQ * mside) / n + 2;
@@ -499,9 +513,8 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
         free(s); free(a); free(seg); free(diag); free(qs); free(bd); free(first);
         return -1;
     }
-    for (int64_t c = 0; c <= mside; c++) first[c] = (c * n + mside - 1) / mside;  /* ceil(c n / map) */
-    int64_t exact = 0;  /* the leading bins of one distance each (bin d holds distance d) */
-    while (exact < bins && p->edges[exact] == exact && p->edges[exact + 1] == exact + 1) exact++;
+    map_cells(p, first);
+    const int64_t exact = exact_bins(p);
     double mass[TQ], sq[TQ], w[TQ], sink;
     float top[TQ], at[TQ], corr[TQ];
     for (int64_t i0 = 0; i0 < n; i0 += TQ) {
