@@ -65,28 +65,48 @@ def build(shape: str, n: int, device: str, dtype: str):
     return model
 
 
+def _block(shape: str, n: int, device: str, dtype: str, layers: str) -> tuple:
+    """The model, one block of n random tokens on ``device``, and the layers to capture."""
+    import torch
+
+    model = build(shape, n, device, dtype)
+    ids = torch.randint(0, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)).to(device)
+    chosen = list(range(model.config.num_hidden_layers)) if layers == "all" else [int(x) for x in layers.split(",")]
+    return model, ids, chosen
+
+
+def _sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA), so that a wall time covers it."""
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _statistics(model, capture, chosen: list[int]) -> None:
+    """The statistics of every captured layer, as a run computes them after its blocks."""
+    sys.path.insert(0, str(ROOT))
+    from posviz.observe.tiled.statistics import layer_statistics
+
+    stats = [layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen]
+    assert all(st.entropy.shape == (model.config.num_attention_heads,) for st in stats)
+
+
 def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, tile: int) -> dict:
     """Run one mode in this process; its time and peak."""
     import torch
 
     sys.path.insert(0, str(ROOT))
     from posviz.observe.tiled.capture import TiledCapture
-    from posviz.observe.tiled.statistics import layer_statistics
 
-    model = build(shape, n, device, dtype)
-    ids = torch.randint(0, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)).to(device)
-    chosen = list(range(model.config.num_hidden_layers)) if layers == "all" else [int(x) for x in layers.split(",")]
-
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
+    model, ids, chosen = _block(shape, n, device, dtype, layers)
 
     with torch.no_grad():
         model(ids[:, :64])  # warm-up (kernels, allocator)
         if mode in ("tiled", "two-pass"):  # and the statistics' own kernel (the C kernel is compiled or loaded on its first call)
             with TiledCapture(model, chosen, tile=tile):
                 model(ids[:, :64])
-        sync()
+        _sync(device)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
@@ -95,13 +115,12 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
         elif mode in ("tiled", "two-pass"):
             with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
                 model(ids, use_cache=False)
-            stats = {layer: layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen}
-            assert all(s.entropy.shape == (model.config.num_attention_heads,) for s in stats.values())
+            _statistics(model, capture, chosen)
         else:
             model.set_attn_implementation("eager")
             out = model(ids, use_cache=False, output_attentions=True)
             assert len(out.attentions) == model.config.num_hidden_layers
-        sync()
+        _sync(device)
         wall = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else _own_peak_rss()
     return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak}
@@ -120,11 +139,8 @@ def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, ro
     sys.path.insert(0, str(ROOT))
     import posviz.observe.tiled.native as native
     from posviz.observe.tiled.capture import TiledCapture
-    from posviz.observe.tiled.statistics import layer_statistics
 
-    model = build(shape, n, device, dtype)
-    ids = torch.randint(0, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)).to(device)
-    chosen = list(range(model.config.num_hidden_layers)) if layers == "all" else [int(x) for x in layers.split(",")]
+    model, ids, chosen = _block(shape, n, device, dtype, layers)
     in_kernel = [0.0]
     original = native.accumulate_native
 
@@ -134,10 +150,6 @@ def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, ro
             return original(*args, **kwargs)
         finally:
             in_kernel[0] += time.perf_counter() - start
-
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
 
     best: dict[str, float] = {}
 
@@ -152,22 +164,21 @@ def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, ro
                 model(ids[:, :64])
             for _ in range(rounds):
                 for mode in ("plain", "tiled", *(("two-pass",) if two_pass else ())):
-                    sync()
+                    _sync(device)
                     in_kernel[0], start = 0.0, time.perf_counter()
                     if mode == "plain":
                         model(ids, use_cache=False)
-                        sync()
+                        _sync(device)
                         keep("plain", time.perf_counter() - start)
                         continue
                     with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
                         model(ids, use_cache=False)
-                    sync()
+                    _sync(device)
                     keep(mode, time.perf_counter() - start)
                     keep(f"{mode} kernel", in_kernel[0])
                     start = time.perf_counter()
-                    stats = [layer_statistics(capture.sums[layer], capture.supports[layer]) for layer in chosen]
+                    _statistics(model, capture, chosen)
                     keep(f"{mode} statistics", time.perf_counter() - start)
-                    assert all(st.entropy.shape == (model.config.num_attention_heads,) for st in stats)
     finally:
         native.accumulate_native = original
     return {"n": n, **best}
