@@ -473,7 +473,9 @@ def test_download_shows_a_progress_bar_on_a_terminal(planted, tmp_path, monkeypa
 
     with HubEmulator() as hub:
         hub.add(hub_id("base", "v2"), planted[("base", "v2")].folder)
-        env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hf"), HF_ENDPOINT=hub.endpoint)
+        # TERM: the pty below is a terminal of its own kind, whatever the suite runs in (under TERM=dumb, as in an
+        # editor's shell, the bar is not drawn)
+        env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hf"), HF_ENDPOINT=hub.endpoint, TERM="xterm")
         env.pop("HF_HUB_OFFLINE", None)
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # tqdm draws nothing 0 columns wide
