@@ -165,36 +165,89 @@ def _pool_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.name.startswith("posviz-tiled")}
 
 
-def _sums_in_child(x, queue) -> None:
-    queue.put(accumulate_native(x, threads=2).numpy()["entropy"])
+def _sums_in_child(x, openmp, queue) -> None:
+    torch.set_num_threads(1)  # PyTorch's own parallel operations wait for ever in a child of a parent that ran one
+    queue.put(accumulate_native(x, threads=2, openmp=openmp).numpy()["entropy"])
 
 
-@needs_cc
-def test_the_heads_threads_are_started_once_per_process_and_a_forked_child_starts_its_own():
-    """One pool per process and thread count: a call after the first starts no thread; a child forked after the
-    parent's pool was made has the parent's dict but none of its threads, and must compute with its own."""
+def _in_forked_child(x, openmp: bool | None):
+    """The entropy sums of ``x`` on two threads in a child forked now (None where this platform cannot fork)."""
     import multiprocessing
 
-    x = inputs(200, True, None, None, 1, 4, 2, 16, torch.float32, seed=3)
-    first = accumulate_native(x, threads=2).numpy()["entropy"]
-    threads = _pool_threads()  # this pool's, and any other test's in this process (another thread count)
-    assert threads and (os.getpid(), 2) in native._POOLS
-    again = accumulate_native(x, threads=2).numpy()["entropy"]
-    assert _pool_threads() == threads  # the same threads, none started
-    np.testing.assert_array_equal(again, first)
     if "fork" not in multiprocessing.get_all_start_methods():
-        return
+        return None
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    child = ctx.Process(target=_sums_in_child, args=(x, queue))
+    child = ctx.Process(target=_sums_in_child, args=(x, openmp, queue))
     child.start()
     try:
-        np.testing.assert_array_equal(queue.get(timeout=600), first)  # a child waiting on the parent's threads: never
+        return queue.get(timeout=600)  # a child waiting on the parent's threads: never
     finally:
         child.join(timeout=600)
         if child.exitcode is None:
             child.kill()
-    assert child.exitcode == 0
+        assert child.exitcode == 0
+
+
+@needs_cc
+def test_the_heads_threads_are_started_once_per_process_and_a_forked_child_starts_its_own():
+    """One pool per process and thread count (posviz's own threads, where no OpenMP runtime is used): a call after
+    the first starts no thread; a child forked after the parent's pool was made has the parent's dict but none of its
+    threads, and must compute with its own."""
+    x = inputs(200, True, None, None, 1, 4, 2, 16, torch.float32, seed=3)
+    first = accumulate_native(x, threads=2, openmp=False).numpy()["entropy"]
+    threads = _pool_threads()  # this pool's, and any other test's in this process (another thread count)
+    assert threads and (os.getpid(), 1) in native._POOLS  # one thread beside the caller's
+    again = accumulate_native(x, threads=2, openmp=False).numpy()["entropy"]
+    assert _pool_threads() == threads  # the same threads, none started
+    np.testing.assert_array_equal(again, first)
+    child = _in_forked_child(x, False)
+    if child is not None:
+        np.testing.assert_array_equal(child, first)
+
+
+@needs_cc
+@pytest.mark.skipif(native.openmp_runtime() is None, reason="no OpenMP runtime in this process's global symbols")
+@pytest.mark.parametrize("given", [False, True], ids=["two-pass", "one-pass"])
+def test_the_heads_on_the_openmp_threads_sum_what_one_thread_and_our_own_threads_sum(given):
+    """PyTorch's OpenMP threads, posviz's own threads and the calling thread alone give the same sums, bit for bit
+    (each head is one thread's), whatever the share of heads per thread (6 heads on 2 and on 4 threads; two blocks,
+    three query heads per key head); no thread of posviz's own is started."""
+    x = inputs(150, True, None, None, 2, 6, 2, 16, torch.float32, seed=5)
+    x = with_normalisers(x) if given else x
+    alone = accumulate_native(x, threads=1).numpy()
+    before = _pool_threads()
+    for threads in (2, 4):
+        on_openmp = accumulate_native(x, threads=threads, openmp=True).numpy()
+        for name, value in alone.items():
+            np.testing.assert_array_equal(on_openmp[name], value, err_msg=f"{name}, {threads} threads")
+    assert _pool_threads() == before
+    ours = accumulate_native(x, threads=2, openmp=False).numpy()
+    for name, value in alone.items():
+        np.testing.assert_array_equal(ours[name], value, err_msg=name)
+
+
+@needs_cc
+@pytest.mark.skipif(native.openmp_runtime() is None, reason="no OpenMP runtime in this process's global symbols")
+def test_a_child_forked_after_the_openmp_threads_ran_computes_on_threads_of_its_own():
+    """GNU libgomp's threads do not survive a fork: a parallel region in the child would wait for ever. The child
+    takes threads of its own (and says so: no runtime), and sums what the parent summed."""
+    x = inputs(200, True, None, None, 1, 4, 2, 16, torch.float32, seed=3)
+    first = accumulate_native(x, threads=2, openmp=True).numpy()["entropy"]
+    child = _in_forked_child(x, None)
+    if child is not None:
+        np.testing.assert_array_equal(child, first)
+
+
+@needs_cc
+def test_asking_for_the_openmp_threads_where_there_are_none_is_an_error(monkeypatch):
+    monkeypatch.setattr(native, "_FORKED", [True])  # as in a forked child
+    assert native.openmp_runtime() is None
+    x = inputs(40, True, None, None, 1, 2, 1, 8, torch.float32, seed=0)
+    with pytest.raises(RuntimeError, match="no OpenMP runtime"):
+        accumulate_native(x, threads=2, openmp=True)
+    np.testing.assert_array_equal(accumulate_native(x, threads=2).numpy()["entropy"],
+                                  accumulate_native(x, threads=1).numpy()["entropy"])
 
 
 def test_loading_the_library_leaves_the_arithmetic_of_the_process_as_it_was():

@@ -8,8 +8,12 @@ per-query sum, and the tile's exponentials are kept for the sums over queries (t
 Triton kernel of :mod:`~posviz.observe.tiled.fused`).
 
 The C file is compiled once per machine and compiler with the system's C compiler (``$CC``, else ``cc``) into
-posviz's cache folder (``native/``), and loaded with :mod:`ctypes`; heads run in parallel threads (a ctypes call
-releases the GIL). Where no compiler works, :func:`native_library` says why and the PyTorch tiles are used.
+posviz's cache folder (``native/``), and loaded with :mod:`ctypes`. The heads of a layer run in parallel on the
+threads of PyTorch's OpenMP runtime, which the C side calls through its ``GOMP_parallel`` entry
+(:func:`openmp_runtime`): those threads spin for milliseconds after each of PyTorch's parallel operations, and
+threads of our own beside them lost the second core; where there is no such runtime, or in a forked child, on
+threads of posviz's own (a ctypes call releases the GIL). Where no compiler works, :func:`native_library` says why
+and the PyTorch tiles are used.
 
 Where the model's own attention handed out each query's log-sum-exp (:mod:`~posviz.observe.tiled.normalisers`),
 ``posviz_head_statistics_lse`` takes one pass instead: each weight goes straight into every sum, and no
@@ -56,6 +60,13 @@ class _Params(ctypes.Structure):
 
 class _Sums(ctypes.Structure):
     _fields_ = [(name, ctypes.c_void_p) for name in SUM_FIELDS]
+
+
+class _Job(ctypes.Structure):
+    _fields_ = [("p", ctypes.POINTER(_Params)), ("batch", ctypes.c_int64), ("heads", ctypes.c_int64), ("group", ctypes.c_int64),
+                ("q", ctypes.c_void_p), ("kt", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("kt_stride", ctypes.c_int64),
+                ("base", _Sums), ("stride", ctypes.c_int64 * len(SUM_FIELDS)), ("thread_num", ctypes.c_void_p),
+                ("num_threads", ctypes.c_void_p), ("code", ctypes.c_int)]
 
 
 def cpu_lines() -> list[str] | None:
@@ -150,6 +161,10 @@ def native_library() -> tuple[Any, str | None]:
     lib.posviz_head_statistics_lse.argtypes = [ctypes.POINTER(_Params), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.POINTER(_Sums)]
     lib.posviz_head_statistics_lse.restype = ctypes.c_int
+    lib.posviz_heads_openmp.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Job), ctypes.c_int64]
+    lib.posviz_heads_openmp.restype = ctypes.c_int
+    lib.posviz_heads_share.argtypes = [ctypes.POINTER(_Job), ctypes.c_int64, ctypes.c_int64]
+    lib.posviz_heads_share.restype = ctypes.c_int
     lib.posviz_key_stride.argtypes = [ctypes.c_int64, ctypes.c_int64]
     lib.posviz_key_stride.restype = ctypes.c_int64
     return lib, None
@@ -171,6 +186,33 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[key]
 
 
+#: Set in a forked child: GNU libgomp's threads do not survive a fork, and a parallel region in a child of a parent
+#: that had one waits for ever (PyTorch's own operations too); a child computes on threads of its own.
+_FORKED = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
+
+
+def openmp_runtime() -> tuple[int, int, int] | None:
+    """The addresses of ``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` of the OpenMP runtime
+    in the process's global symbols (PyTorch's, once torch is imported: libgomp on Linux), or None where there is
+    none or this process is a forked child. The kernel's heads run on that runtime's threads
+    (``posviz_heads_openmp``)."""
+    return None if _FORKED[0] else _openmp_symbols()
+
+
+@functools.lru_cache(maxsize=1)
+def _openmp_symbols() -> tuple[int, int, int] | None:
+    import torch  # noqa: F401  (its runtime is the one to find)
+
+    try:
+        process = ctypes.CDLL(None)
+        return tuple(ctypes.cast(getattr(process, name), ctypes.c_void_p).value
+                     for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"))
+    except (OSError, AttributeError, TypeError):  # no such symbols (another runtime; Windows: no CDLL(None))
+        return None
+
+
 def why_not_native(inputs: Any) -> str | None:
     """Why ``inputs`` cannot take the compiled CPU kernel (None: it can)."""
     if inputs.bias is not None:
@@ -181,7 +223,7 @@ def why_not_native(inputs: Any) -> str | None:
 
 
 def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: int = MAP_SIZE,
-                      threads: int | None = None) -> TiledSums:
+                      threads: int | None = None, openmp: bool | None = None) -> TiledSums:
     """Add every block of ``inputs`` to ``sums`` with the compiled CPU kernel (new sums when None); returns the sums.
 
     Parameters
@@ -195,6 +237,9 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
         Side of the block-averaged map when new sums are made.
     threads
         Heads computed side by side (None: ``torch.get_num_threads()``).
+    openmp
+        Run the heads on the threads of the process's OpenMP runtime (:func:`openmp_runtime`; None: where there is
+        one), else on threads of posviz's own.
 
     Raises
     ------
@@ -228,23 +273,23 @@ def accumulate_native(inputs: Any, sums: TiledSums | None = None, *, map_size: i
     for name, t in fields.items():
         if t.dtype != torch.float64 or t.device.type != "cpu" or not t.is_contiguous():
             raise ValueError(f"the sums' {name} must be contiguous float64 on the CPU")
-
-    def head(h: int) -> int:
-        out = _Sums(*(t[h].data_ptr() for t in fields.values()))  # head h of each sum
-        for b in range(batch):
-            if lse is None:
-                code = lib.posviz_head_statistics(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
-                                                  ctypes.byref(out))
-            else:
-                code = lib.posviz_head_statistics_lse(ctypes.byref(params), q[b, h].data_ptr(), kt[b, h // group].data_ptr(),
-                                                      lse[b, h].data_ptr(), ctypes.byref(out))
-            if code != 0:
-                return code
-        return 0
-
+    runtime = openmp_runtime() if openmp is not False else None
+    if openmp and runtime is None:
+        raise RuntimeError("the compiled CPU kernel cannot run on OpenMP threads: no OpenMP runtime in this process")
+    job = _Job(ctypes.pointer(params), batch, heads, group, q.data_ptr(), kt.data_ptr(), 0 if lse is None else lse.data_ptr(),
+               kt.stride(1), _Sums(*(t.data_ptr() for t in fields.values())),
+               (ctypes.c_int64 * len(SUM_FIELDS))(*(t.stride(0) for t in fields.values())),
+               *(runtime[1:] if runtime else (None, None)))
     workers = max(1, min(heads, threads or torch.get_num_threads()))
     with torch.no_grad():
-        codes = list(_pool(workers).map(head, range(heads))) if workers > 1 else [head(h) for h in range(heads)]
+        if runtime is not None and workers > 1:
+            codes = [lib.posviz_heads_openmp(runtime[0], ctypes.byref(job), workers)]
+        else:  # threads of our own, one share of consecutive heads each, this thread taking the first
+            def share(t: int) -> int:
+                return lib.posviz_heads_share(ctypes.byref(job), t, workers)
+
+            others = [_pool(workers - 1).submit(share, t) for t in range(1, workers)] if workers > 1 else []
+            codes = [share(0)] + [f.result() for f in others]
     if any(codes):
         raise RuntimeError("the compiled CPU kernel ran out of memory")
     sums.blocks += batch

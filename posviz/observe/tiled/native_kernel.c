@@ -68,6 +68,7 @@ typedef float vf __attribute__((vector_size(VL * 4)));
 typedef int32_t vi __attribute__((vector_size(VL * 4)));
 
 static inline vf loadv(const float *x) { vf v; memcpy(&v, x, sizeof v); return v; }
+static inline void storev(float *x, vf v) { memcpy(x, &v, sizeof v); }
 static inline vf vmax(vf a, vf b) {
     const vi m = a > b;
     return (vf)(((vi)a & m) | ((vi)b & ~m));
@@ -119,7 +120,10 @@ static inline void logits(const Params *p, const float *restrict q, int64_t rows
     int64_t j = 0;
     if (rows == 4) {
         for (; j + KB <= len; j += KB) {
-            vf a[4][KV] = {{{0}}};
+            vf a[4][KV];  /* zeroed and stored one vector at a time: as an array initialised and copied whole,
+                           * GCC zeroed it with a call of memset and copied it through the stack, each block */
+            for (int r = 0; r < 4; r++)
+                for (int v = 0; v < KV; v++) a[r][v] = (vf){0};
             const float *restrict k = kt + j0 + j;
             for (int64_t c = 0; c < d; c++, k += n) {
                 vf kv[KV];
@@ -129,7 +133,8 @@ static inline void logits(const Params *p, const float *restrict q, int64_t rows
                     for (int v = 0; v < KV; v++) a[r][v] += qc * kv[v];
                 }
             }
-            for (int r = 0; r < 4; r++) memcpy(s + r * JC + j, a[r], sizeof a[r]);
+            for (int r = 0; r < 4; r++)
+                for (int v = 0; v < KV; v++) storev(s + r * JC + j + v * VL, a[r][v]);
         }
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -213,6 +218,48 @@ static inline void add_bins(const Params *p, int64_t exact, int64_t i, int64_t j
         bd[b] += t;
         j = stop;
     }
+}
+
+/* The sums of one query's weights a[0 .. len) (keys j0 ..) in one sweep, run by run of its distance bins: each
+ * weight into the attention received (rec, float, from key j0) and the diagonal sums (dg, from offset j0 - i), and
+ * each run's mass (double) into its bin of bd (the bins below `exact`, one distance each, in straight loops), the
+ * row's mass *tm and squares *ts (a sweep for the bins after one for the other sums read every weight again: a
+ * sixth of the one pass's time at n = 8192). */
+static inline void add_row(const Params *p, int64_t exact, int64_t i, int64_t j0, int64_t len, const float *restrict a,
+                           float *restrict rec, double *restrict dg, double *restrict bd, double *tm, double *ts) {
+    int64_t j = j0;
+    const int64_t end = j0 + len;
+    double mass = 0.0, sq = 0.0;
+    while (j < end) {
+        const int64_t dist = i >= j ? i - j : j - i;
+        int64_t stop, b = -1;
+        if (dist < exact) {  /* the keys within `exact` of the query: a bin each */
+            const int64_t mid = i + 1 < end ? i + 1 : end;
+            stop = i + exact < end ? i + exact : end;
+            for (int64_t x = j; x < mid; x++) bd[i - x] += a[x - j0];
+            for (int64_t x = mid > j ? mid : j; x < stop; x++) bd[x - i] += a[x - j0];
+        } else {
+            b = p->bin_of[dist];
+            /* the first key past this bin's run: distances fall as j rises up to the query, then rise */
+            stop = j <= i ? i - p->edges[b] + 1 : i + p->edges[b + 1];
+            if (stop > end) stop = end;
+            if (stop <= j) stop = j + 1;
+        }
+        const float *restrict x = a + (j - j0);
+        float *restrict rx = rec + (j - j0);
+        double *restrict dx = dg + (j - j0);
+        double t = 0.0, t2 = 0.0;
+        for (int64_t u = 0; u < stop - j; u++) {
+            rx[u] += x[u];
+            dx[u] += x[u];
+            t += x[u];
+            t2 += (double)x[u] * (double)x[u];
+        }
+        if (b >= 0) bd[b] += t;
+        mass += t; sq += t2;
+        j = stop;
+    }
+    *tm += mass; *ts += sq;
 }
 
 /* Add a[0 .. len) (keys j0 ..) to row `row` of the map: exact, or pooled into map x map cells, cell c holding the
@@ -563,18 +610,9 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
                 top[r] = tt > top[r] ? tt : top[r];
                 /* the sums over queries (received, diagonals) and the row's mass and squares, from the same
                  * float weights: Toeplitz scores and the positional share difference them */
-                float *restrict rec = seg + (i * mside / n - row0) * n + j0;
-                double *restrict dg = diag + (j0 - i - k0);
-                double tm = 0.0, ts = 0.0;
-                for (j = 0; j < len; j++) {
-                    rec[j] += a[j];
-                    dg[j] += a[j];
-                    tm += a[j];
-                    ts += (double)a[j] * (double)a[j];
-                }
-                mass[r] += tm; sq[r] += ts;
+                add_row(p, exact, i, j0, len, a, seg + (i * mside / n - row0) * n + j0, diag + (j0 - i - k0), bd + r * bins,
+                        &mass[r], &sq[r]);
                 if (j0 == 0 && i >= 1) sink += a[0];
-                add_bins(p, exact, i, j0, len, a, bd + r * bins);
             }
             int redo = 0;
             for (int64_t r = 0; r < rows; r++) redo |= fabs(mass[r] - 1.0) > REDO;
@@ -607,4 +645,61 @@ int posviz_head_statistics_lse(const Params *p, const float *q, const float *kt,
     }
     free(s); free(a); free(seg); free(diag); free(qs); free(bd); free(first);
     return 0;
+}
+
+/* Every head of a layer, its blocks in turn, on the threads of the process's OpenMP runtime (the one PyTorch runs its
+ * own operations on, found by native.py): `parallel` is that runtime's GOMP_parallel, the entry GCC's
+ * `#pragma omp parallel` compiles to (GNU libgomp has it, LLVM's and Intel's runtimes too), called with this file
+ * compiled without OpenMP. Threads of our own lost the second core to PyTorch's: its workers spin for some
+ * milliseconds after each of its parallel operations (the model's attention, just before), and a thread beside a
+ * spinning one ran 40 % slower (benchmarks/README.md, section 16); the spinning workers take this work at once. */
+#define SUM_COUNT 11
+_Static_assert(sizeof(Sums) == SUM_COUNT * sizeof(double *), "Sums is SUM_COUNT pointers");
+
+typedef struct {
+    const Params *p;
+    int64_t batch, heads, group;    /* group: query heads per key head */
+    const float *q, *kt, *lse;      /* q (batch, heads, n, d); kt (batch, key heads, kt_stride floats); lse or NULL */
+    int64_t kt_stride;
+    Sums base;                      /* head 0 of each sum */
+    int64_t stride[SUM_COUNT];      /* doubles from one head's sums to the next, in the order of Sums */
+    int (*thread_num)(void), (*num_threads)(void);
+    int code;                       /* 0, or -1: some head ran out of memory */
+} Job;
+
+/* Sum the heads of one share, the t-th of T consecutive ones (their keys shared), into the job. */
+static void run_share(Job *job, int64_t t, int64_t T) {
+    const int64_t n = job->p->n, d = job->p->d;
+    for (int64_t h = job->heads * t / T; h < job->heads * (t + 1) / T; h++) {
+        double *f[SUM_COUNT];
+        memcpy(f, &job->base, sizeof f);
+        for (int k = 0; k < SUM_COUNT; k++) f[k] += h * job->stride[k];
+        Sums out;
+        memcpy(&out, f, sizeof out);
+        for (int64_t b = 0; b < job->batch; b++) {
+            const float *q = job->q + (b * job->heads + h) * n * d;
+            const float *kt = job->kt + (b * (job->heads / job->group) + h / job->group) * job->kt_stride;
+            const int code = job->lse ? posviz_head_statistics_lse(job->p, q, kt, job->lse + (b * job->heads + h) * n, &out)
+                                      : posviz_head_statistics(job->p, q, kt, &out);
+            if (code) { __atomic_store_n(&job->code, code, __ATOMIC_RELAXED); return; }
+        }
+    }
+}
+
+static void omp_share(void *arg) {
+    Job *job = arg;
+    run_share(job, job->thread_num(), job->num_threads());
+}
+
+/* Run the job on `threads` threads of the runtime whose GOMP_parallel is `parallel`; 0, or -1 (out of memory). */
+int posviz_heads_openmp(void (*parallel)(void (*)(void *), void *, unsigned, unsigned), Job *job, int64_t threads) {
+    job->code = 0;
+    parallel(omp_share, job, (unsigned)threads, 0);
+    return job->code;
+}
+
+/* Share t of T of the job on the calling thread (where no OpenMP runtime was found: native.py's threads). */
+int posviz_heads_share(Job *job, int64_t t, int64_t T) {
+    run_share(job, t, T);
+    return job->code;
 }
