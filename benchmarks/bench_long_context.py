@@ -115,6 +115,8 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
         elif mode in ("tiled", "two-pass"):
             with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
                 model(ids, use_cache=False)
+            _sync(device)
+            after = time.perf_counter()
             _statistics(model, capture, chosen)
         else:
             model.set_attn_implementation("eager")
@@ -123,7 +125,8 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
         _sync(device)
         wall = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else _own_peak_rss()
-    return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak}
+    statistics_s = start + wall - after if mode in ("tiled", "two-pass") else None
+    return {"mode": mode, "n": n, "wall_s": wall, "peak_bytes": peak, "statistics_s": statistics_s}
 
 
 def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, rounds: int, two_pass: bool) -> dict:
@@ -172,10 +175,15 @@ def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, ro
                         keep("plain", time.perf_counter() - start)
                         continue
                     with TiledCapture(model, chosen, tile=tile, normalisers=mode == "tiled") as capture:
-                        model(ids, use_cache=False)
-                    _sync(device)
-                    keep(mode, time.perf_counter() - start)
-                    keep(f"{mode} kernel", in_kernel[0])
+                        model(ids, use_cache=False)  # the first block of a run: its sums are made
+                        _sync(device)
+                        keep(mode, time.perf_counter() - start)
+                        keep(f"{mode} kernel", in_kernel[0])
+                        in_kernel[0], start = 0.0, time.perf_counter()
+                        model(ids, use_cache=False)  # a further block: added to those sums
+                        _sync(device)
+                        keep(f"{mode} further", time.perf_counter() - start)
+                        keep(f"{mode} further kernel", in_kernel[0])
                     start = time.perf_counter()
                     _statistics(model, capture, chosen)
                     keep(f"{mode} statistics", time.perf_counter() - start)
@@ -294,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm:
         return _warm_table(args)
     extra = " two passes s | two passes / plain |" if args.two_pass else ""
-    print("| n | plain s | plain peak GiB | tiled s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |" + extra)
-    print("|---|---|---|---|---|---|---|---|" + "---|" * (2 if args.two_pass else 0))
+    print("| n | plain s | plain peak GiB | tiled s | of which statistics s | tiled peak GiB | tiled / plain | eager s | eager peak GiB |"
+          + extra)
+    print("|---|---|---|---|---|---|---|---|---|" + "---|" * (2 if args.two_pass else 0))
     for n in args.sizes:
         runs: dict[str, list[dict]] = {}
         for _ in range(args.repeats):  # the modes alternately, so that a busy spell falls on each
@@ -309,13 +318,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"({mode} at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
                     continue
                 runs.setdefault(mode, []).append(json.loads(r.stdout.strip().splitlines()[-1]))
-        row = {mode: {"wall_s": statistics.median(x["wall_s"] for x in got), "peak_bytes": max(x["peak_bytes"] for x in got)}
+        row = {mode: {"wall_s": statistics.median(x["wall_s"] for x in got), "peak_bytes": max(x["peak_bytes"] for x in got),
+                      "statistics_s": statistics.median(x["statistics_s"] or 0.0 for x in got)}
                for mode, got in runs.items()}
         row.update({mode: None for mode in ("plain", "tiled") if mode not in row})
         cell = {m: (f"{v['wall_s']:.2f}", f"{v['peak_bytes'] / 2**30:.2f}") if v else ("n/a", "n/a") for m, v in row.items()}
         eager = cell.get("eager", ("not run", "not run"))
         two = f" {cell.get('two-pass', ('n/a',))[0]} | {_ratio(row, 'two-pass')} |" if args.two_pass else ""
-        print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {cell['tiled'][1]} | {_ratio(row, 'tiled')} | "
+        stats = f"{row['tiled']['statistics_s']:.2f}" if row.get("tiled") else "n/a"
+        print(f"| {n} | {cell['plain'][0]} | {cell['plain'][1]} | {cell['tiled'][0]} | {stats} | {cell['tiled'][1]} | {_ratio(row, 'tiled')} | "
               f"{eager[0]} | {eager[1]} |{two}", flush=True)
     return 0
 
@@ -323,10 +334,12 @@ def main(argv: list[str] | None = None) -> int:
 def _warm_table(args: argparse.Namespace) -> int:
     """The ``--warm`` table: per size, one child process running :func:`warm`."""
     modes = ("tiled", *(("two-pass",) if args.two_pass else ()))
-    head = "".join(f" {m} s | {m} / plain | in the kernel s | statistics after s |" for m in modes)
-    print(f"fastest of {args.warm} rounds in one process per size, the modes alternately\n")
+    head = "".join(f" {m}, first block s | / plain | in the kernel s | {m}, a further block s | / plain | in the kernel s |"
+                   f" statistics after s |" for m in modes)
+    print(f"fastest of {args.warm} rounds in one process per size, the modes alternately; a round of a captured mode is "
+          "a run of two blocks (the first makes the sums, the second adds to them), then its statistics\n")
     print("| n | plain s |" + head)
-    print("|---|---|" + "---|---|---|---|" * len(modes))
+    print("|---|---|" + "---|---|---|---|---|---|---|" * len(modes))
     for n in args.sizes:
         cmd = [sys.executable, __file__, "--one", "warm", str(n), "--warm", str(args.warm), "--device", args.device, "--dtype",
                args.dtype, "--shape", args.shape, "--layers", args.layers, "--tile", str(args.tile),
@@ -336,7 +349,8 @@ def _warm_table(args: argparse.Namespace) -> int:
             print(f"(warm at {n} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
             continue
         got = json.loads(r.stdout.strip().splitlines()[-1])
-        cells = "".join(f" {got[m]:.3f} | {got[m] / got['plain']:.2f} | {got[m + ' kernel']:.3f} | {got[m + ' statistics']:.3f} |"
+        cells = "".join(f" {got[m]:.3f} | {got[m] / got['plain']:.2f} | {got[m + ' kernel']:.3f} | {got[m + ' further']:.3f} |"
+                        f" {got[m + ' further'] / got['plain']:.2f} | {got[m + ' further kernel']:.3f} | {got[m + ' statistics']:.3f} |"
                         for m in modes)
         print(f"| {n} | {got['plain']:.3f} |{cells}", flush=True)
     return 0

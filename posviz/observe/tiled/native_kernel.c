@@ -69,9 +69,10 @@ typedef int32_t vi __attribute__((vector_size(VL * 4)));
 
 static inline vf loadv(const float *x) { vf v; memcpy(&v, x, sizeof v); return v; }
 static inline void storev(float *x, vf v) { memcpy(x, &v, sizeof v); }
-static inline vf vmax(vf a, vf b) {
-    const vi m = a > b;
-    return (vf)(((vi)a & m) | ((vi)b & ~m));
+static inline vf vmax(vf a, vf b) {  /* lane by lane: one vmaxps (a compare and a blend waited on each other) */
+    vf r;
+    for (int u = 0; u < VL; u++) r[u] = a[u] > b[u] ? a[u] : b[u];
+    return r;
 }
 
 /* exp(x) for x <= 0, one vector at a time, inline (libm's vector expf is a call per vector, and the sums that follow
@@ -172,21 +173,38 @@ static int64_t span_in(const Params *p, const double *bd, int64_t m, double befo
     return span < 0 ? 0 : (span > last ? last : span);
 }
 
-/* Count a query's spans of 50 % and 90 % of its mass (mass by bin `bd`) into span50 and span90, in one sweep of the
- * cumulative mass (a sweep for each was a sixth of the kernel's time at n = 2048: 84 bins a row, each on the last). */
+/* The first bin at or after *b whose cumulative mass (*cum: the mass of the bins before *b) reaches `target`,
+ * leaving *cum the mass before it; -1 (and *b past the last bin) where none does. Eight bins at a time while their
+ * sum falls short (one dependent addition per eight bins: a query's 50 % and 90 % sat 80 of 84 bins out at n = 2048,
+ * and a bin at a time was a tenth of the kernel's time there), then bin by bin. */
+static int64_t reach(const double *bd, int64_t bins, double target, int64_t *b, double *cum) {
+    while (*b + 8 <= bins) {
+        const double *x = bd + *b;
+        const double eight = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+        if (*cum + eight >= target) break;
+        *cum += eight;
+        *b += 8;
+    }
+    for (; *b < bins; (*b)++) {
+        if (*cum + bd[*b] >= target) return *b;
+        *cum += bd[*b];
+    }
+    return -1;
+}
+
+/* Count a query's spans of 50 % and 90 % of its mass (mass by bin `bd`) into span50 and span90. Where rounding
+ * leaves a target unreached, the last bin is taken. */
 static void add_spans(const Params *p, const double *bd, double mass, double *span50, double *span90) {
     const double t50 = mass * 0.5, t90 = mass * 0.9;
     const int64_t last = p->bins - 1;
-    int64_t m50 = -1, m90 = last;
-    double cum = 0.0, b50 = 0.0, b90 = 0.0;
-    for (int64_t b = 0; b < p->bins; b++) {
-        const double before = cum;
-        cum += bd[b];
-        if (m50 < 0 && cum >= t50) { m50 = b; b50 = before; }
-        if (cum >= t90) { m90 = b; b90 = before; break; }
-    }
-    if (m50 < 0) { m50 = last; b50 = cum - bd[last]; }  /* rounding: the target not reached, the last bin taken */
-    if (!(cum >= t90)) b90 = cum - bd[last];
+    int64_t b = 0;
+    double cum = 0.0;
+    int64_t m50 = reach(bd, p->bins, t50, &b, &cum);
+    double b50 = cum;
+    if (m50 < 0) { m50 = last; b50 = cum - bd[last]; b = last; cum = b50; }
+    int64_t m90 = reach(bd, p->bins, t90, &b, &cum);  /* from the 50 % bin on: it may hold both */
+    double b90 = cum;
+    if (m90 < 0) { m90 = last; b90 = cum - bd[last]; }
     span50[span_in(p, bd, m50, b50, t50)] += 1.0;
     span90[span_in(p, bd, m90, b90, t90)] += 1.0;
 }
