@@ -19,8 +19,10 @@ chosen device (1e-5), and the chosen kernel with the PyTorch tiles. ``--kernel``
 (``POSVIZ_TILED_KERNEL``: ``auto`` takes the fused kernel on a CUDA device with Triton and the compiled C kernel on
 the CPU where a C compiler works, ``torch`` the PyTorch tiles, ``triton`` the fused kernel or an error, ``native``
 the C kernel or an error). ``--warm R`` instead runs every mode in one process per size, alternately, R rounds each,
-and gives the fastest of each: the captured forward, the part of it spent in the compiled CPU kernel, and the
-statistics after it (no peaks: one process holds them all); on a noisy machine the only way to see a change of 10 %.
+and gives the fastest of each (no peaks: one process holds them all); a round of a captured mode is a run of two
+blocks, the first making the sums and the second adding to them (what each further block of a run costs), each
+timed with the part of it spent in the compiled CPU kernel, then the run's statistics. On a noisy machine the only
+way to see a change of 10 %.
 
 Usage::
 
@@ -132,8 +134,9 @@ def one(mode: str, shape: str, n: int, device: str, dtype: str, layers: str, til
 def warm(shape: str, n: int, device: str, dtype: str, layers: str, tile: int, rounds: int, two_pass: bool) -> dict:
     """Time the modes in this one process, alternately, ``rounds`` times each; the fastest of each.
 
-    Beside the captured forward: the part of it spent in the compiled CPU kernel (``accumulate_native``, timed around
-    each call) and the statistics computed after it, which a run over many blocks computes once. One process for every
+    A captured mode runs two blocks in one capture, as a run does: the first makes the sums, the second adds to them.
+    Beside each block's forward: the part of it spent in the compiled CPU kernel (``accumulate_native``, timed around
+    each call); then the statistics, which a run over many blocks computes once. One process for every
     mode takes out the start-up and allocator noise that fresh processes add (their medians of three could not
     separate changes of 10 % on a 2-core machine); its peak memory is not each mode's, so none is given.
     """
